@@ -1,0 +1,117 @@
+#!/bin/bash
+# quiclab-router: the router's control script (entrypoint and commands run through `docker exec`).
+#
+#   quiclab-router start                 configure forwarding + the shaper path, start linkem, wait
+#   quiclab-router check                 health: interfaces found, forwarding on, shaper path up
+#   quiclab-router ifaces                print "client=<if> server=<if>" (found by address, not by name order)
+#   quiclab-router forwarding on|off     let packets between the lab networks through, or drop them all
+#   quiclab-router path linkem|kernel    send forwarded packets through linkem (TUN) or straight through the kernel
+#   quiclab-router offloads              turn TSO/GSO/GRO off on the lab interfaces
+set -euo pipefail
+
+CLIENT_SIDE_IP=${QUICLAB_ROUTER_CLIENT_IP:-10.71.1.254}
+SERVER_SIDE_IP=${QUICLAB_ROUTER_SERVER_IP:-10.71.2.254}
+CLIENT_NET=${QUICLAB_CLIENT_NET:-10.71.1.0/24}
+SERVER_NET=${QUICLAB_SERVER_NET:-10.71.2.0/24}
+LINKEM_LISTEN=${QUICLAB_LINKEM_LISTEN:-0.0.0.0:9100}
+TUN=tun0
+TABLE=100
+
+iface_of() { ip -o -4 addr show | awk -v ip="$1" '{split($4, a, "/"); if (a[1] == ip) print $2}'; }
+cif() { local i; i=$(iface_of "$CLIENT_SIDE_IP"); [ -n "$i" ] || { echo "no interface has $CLIENT_SIDE_IP" >&2; return 1; }; echo "$i"; }
+sif() { local i; i=$(iface_of "$SERVER_SIDE_IP"); [ -n "$i" ] || { echo "no interface has $SERVER_SIDE_IP" >&2; return 1; }; echo "$i"; }
+
+offloads() {
+  local i
+  for i in "$(cif)" "$(sif)"; do
+    ethtool -K "$i" tso off gso off gro off >/dev/null 2>&1 || true
+  done
+}
+
+nft_rules() {
+  # Only traffic between the two lab subnets is forwarded, through the lab interfaces (and the TUN). Nothing from
+  # the lab networks reaches the router's management port.
+  local c s
+  c=$(cif); s=$(sif)
+  nft -f - <<NFT
+table inet quiclab
+delete table inet quiclab
+table inet quiclab {
+  chain forward {
+    type filter hook forward priority 0; policy drop;
+  }
+  chain input {
+    type filter hook input priority 0; policy accept;
+    iifname { "$c", "$s" } tcp dport ${LINKEM_LISTEN##*:} drop
+  }
+}
+NFT
+}
+
+forwarding() {
+  local c s
+  c=$(cif); s=$(sif)
+  nft flush chain inet quiclab forward
+  if [ "$1" = on ]; then
+    nft add rule inet quiclab forward iifname "{ $c, $s, $TUN }" oifname "{ $c, $s, $TUN }" \
+      ip saddr "{ $CLIENT_NET, $SERVER_NET }" ip daddr "{ $CLIENT_NET, $SERVER_NET }" accept
+  fi
+}
+
+path() {
+  local c s
+  c=$(cif); s=$(sif)
+  ip rule del pref 100 2>/dev/null || true
+  ip rule del pref 101 2>/dev/null || true
+  if [ "$1" = linkem ]; then
+    ip rule add pref 100 iif "$c" lookup $TABLE
+    ip rule add pref 101 iif "$s" lookup $TABLE
+  fi
+}
+
+start() {
+  [ "$(cat /proc/sys/net/ipv4/ip_forward)" = 1 ] || { echo "net.ipv4.ip_forward is off (compose sysctls)" >&2; exit 1; }
+  offloads
+  nft_rules
+  forwarding on
+  if [ -x /usr/local/bin/linkem ] && [ -c /dev/net/tun ]; then
+    ip link del "$TUN" 2>/dev/null || true
+    ip tuntap add dev "$TUN" mode tun
+    ip link set "$TUN" up mtu 1500 txqueuelen 10000
+    ip route replace default dev "$TUN" table $TABLE
+    linkem run --tun "$TUN" --downlink "$CLIENT_NET" --uplink "$SERVER_NET" --listen "$LINKEM_LISTEN" &
+    linkem_pid=$!
+    for _ in $(seq 1 50); do curl -fsS "http://127.0.0.1:${LINKEM_LISTEN##*:}/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+    path linkem
+    echo "router: $(cif) (client side) <-> $(sif) (server side), shaper: linkem on $TUN"
+  else
+    echo "router: $(cif) (client side) <-> $(sif) (server side), no linkem (kernel forwarding only)"
+  fi
+  trap 'kill ${linkem_pid:-} 2>/dev/null; exit 0' TERM INT
+  if [ -n "${linkem_pid:-}" ]; then
+    wait "$linkem_pid"
+    echo "router: linkem exited" >&2
+    exit 1
+  fi
+  sleep infinity &
+  wait
+}
+
+check() {
+  cif >/dev/null && sif >/dev/null
+  [ "$(cat /proc/sys/net/ipv4/ip_forward)" = 1 ]
+  nft list chain inet quiclab forward | grep -q accept
+  if [ -x /usr/local/bin/linkem ] && [ -c /dev/net/tun ]; then
+    curl -fsS "http://127.0.0.1:${LINKEM_LISTEN##*:}/healthz" >/dev/null
+  fi
+}
+
+case "${1:-}" in
+  start) start ;;
+  check) check ;;
+  ifaces) echo "client=$(cif) server=$(sif)" ;;
+  forwarding) [[ ${2:-} =~ ^(on|off)$ ]] || { echo "usage: quiclab-router forwarding on|off" >&2; exit 2; }; forwarding "$2" ;;
+  path) [[ ${2:-} =~ ^(linkem|kernel)$ ]] || { echo "usage: quiclab-router path linkem|kernel" >&2; exit 2; }; path "$2" ;;
+  offloads) offloads ;;
+  *) sed -n '2,11p' "$0" >&2; exit 2 ;;
+esac

@@ -1,0 +1,46 @@
+"""The `quiclab` command. One module per command; errors become one line and an exit code."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from typer.exceptions import TyperException
+
+from lab import terminal
+from lab.cli import build, down, run, status, up
+from lab.config import ENV_PROMETHEUS_PORT, ENV_TIMEOUT
+from lab.errors import QuiclabError
+
+app = typer.Typer(
+    name="quiclab",
+    help=("Measure QUIC/HTTP-3 against TCP (HTTP/1.1, HTTP/2) through an emulated link.\n\n"
+          f"Environment: {ENV_PROMETHEUS_PORT} (Prometheus port on 127.0.0.1, default 9090), "
+          f"{ENV_TIMEOUT} (per-transfer timeout in seconds, default 120)."),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+for module in (up, down, status, run, build):
+    module.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        app(args=argv, standalone_mode=False)
+    except QuiclabError as e:
+        terminal.error(str(e))
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        terminal.error("interrupted")
+        sys.exit(130)
+    except TyperException as e:
+        if not e.format_message().strip():  # no arguments: the help was printed
+            sys.exit(0)
+        terminal.error(e.format_message().replace("\n", " "))
+        sys.exit(2)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        terminal.error("interrupted")
+        sys.exit(130)

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from lab import config, lab, terminal
+from lab.endpoints import check_server, get_client
+from lab.errors import UsageError, VerificationError
+from lab.models import TransferResult
+from lab.protocols import parse_protocol
+from lab.sizes import format_size, parse_size
+from lab.transfer import run_transfer
+
+
+def _ms(v: float | None) -> str:
+    return f"{v * 1000:.1f}" if v is not None else "-"
+
+
+def _mbps(v: float | None) -> str:
+    return f"{v / 1e6:.2f}" if v is not None else "-"
+
+
+def _row(r: TransferResult) -> list[str]:
+    used = f"HTTP/{r.http_version}" if r.http_version else "?"
+    verdict = "[green]ok[/]" if r.ok else f"[red]FAILED[/] {r.failure}"
+    return [r.protocol.label, used, str(r.bytes), _ms(r.handshake_s), _ms(r.ttfb_s), _ms(r.total_s),
+            _mbps(r.goodput_bps), verdict]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def run(
+        protocol: Annotated[str, typer.Option("--protocol", "-p", help="h1, h2, h3 or a comma list.")] = "h1,h2,h3",
+        size: Annotated[str, typer.Option("--size", "-s", help="Object size, e.g. 10kB, 1MB, 10MiB, 12345.")] = "1MB",
+        client: Annotated[str, typer.Option(help="Client implementation.")] = "curl",
+        server: Annotated[str, typer.Option(help="Server implementation.")] = "nginx",
+        timeout: Annotated[float | None, typer.Option(help="Per-transfer timeout in seconds.")] = None,
+        json_out: Annotated[bool, typer.Option("--json", help="One JSON object per transfer on stdout.")] = False,
+    ) -> None:
+        """Run verified transfers through the router: one per protocol."""
+        protocols = [parse_protocol(p) for p in protocol.split(",") if p.strip()]
+        if not protocols:
+            raise UsageError("empty --protocol: give h1, h2, h3 or a comma list of them")
+        nbytes = parse_size(size)
+        adapter = get_client(client)
+        check_server(server)
+        timeout_s = timeout if timeout is not None else float(os.environ.get(config.ENV_TIMEOUT, "120"))
+        if not 0 < timeout_s <= 3600:
+            raise UsageError(f"invalid --timeout {timeout_s:g}: allowed is more than 0 and at most 3600 seconds")
+        lab.require_up()
+        results = []
+        for p in protocols:
+            with terminal.status(f"{p.label} {format_size(nbytes)} with {adapter.name} → {server}"):
+                results.append(run_transfer(adapter, server, p, nbytes, timeout_s))
+            if json_out:
+                terminal.raw(results[-1].model_dump_json())
+        if not json_out:
+            terminal.table(
+                f"{format_size(nbytes)} object ({nbytes} bytes), {adapter.name} → {server}, through the router",
+                ["asked", "used", "bytes", "handshake ms", "TTFB ms", "total ms", "goodput Mbit/s", "check"],
+                [_row(r) for r in results],
+                right=["bytes", "handshake ms", "TTFB ms", "total ms", "goodput Mbit/s"],
+            )
+        failed = [r for r in results if not r.ok]
+        if failed:
+            raise VerificationError("; ".join(f"{r.protocol.label}: {r.failure}" for r in failed))

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from lab import lab, terminal
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def up(build: Annotated[bool, typer.Option("--build", help="Rebuild images (cached) first.")] = False) -> None:
+        """Bring the lab up (client, router, server, Prometheus) and wait until every part is healthy."""
+        lab.up(build_images=build)
+        terminal.success("lab is up: client 10.71.1.10 ⇄ router ⇄ server 10.71.2.10")

@@ -1,0 +1,22 @@
+"""The client adapter contract."""
+
+from __future__ import annotations
+
+from typing import Protocol as TypingProtocol
+
+from lab.models import ClientReport, TransferRequest
+from lab.protocols import Protocol
+
+
+class ClientAdapter(TypingProtocol):
+    name: str
+    container: str
+    protocols: frozenset[Protocol]
+
+    def command(self, request: TransferRequest) -> list[str]:
+        """The argument list to run in `container` (never a shell string)."""
+        ...
+
+    def parse(self, stdout: str) -> ClientReport:
+        """Read what the command printed."""
+        ...

@@ -1,0 +1,50 @@
+"""Data crossing module boundaries: what a transfer asks for and what it measured."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from lab.protocols import Protocol
+
+
+class TransferRequest(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    protocol: Protocol
+    size: int
+    url: str
+    timeout_s: float
+
+
+class ClientReport(BaseModel):
+    """What a client adapter read from its client's output (not yet checked against the request)."""
+
+    exit_code: int
+    error: str = ""
+    http_version: str = ""
+    bytes: int = 0
+    sha256: str = ""
+    handshake_s: float | None = None
+    ttfb_s: float | None = None
+    total_s: float | None = None
+
+
+class TransferResult(BaseModel):
+    """One verified (or failed) transfer. `ok` is true only if every check passed."""
+
+    ok: bool
+    failure: str = ""
+    protocol: Protocol
+    http_version: str
+    client: str
+    server: str
+    size: int
+    bytes: int
+    sha256_expected: str
+    sha256: str
+    handshake_s: float | None
+    ttfb_s: float | None
+    total_s: float | None
+    goodput_bps: float | None
+    wall_s: float
+    exit_code: int

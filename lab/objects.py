@@ -1,0 +1,28 @@
+"""Test objects on the server: incompressible random bytes of a given size, made on demand, hashed there."""
+
+from __future__ import annotations
+
+from python_on_whales.exceptions import DockerException
+
+from lab import config, docker
+from lab.errors import EnvironmentProblem
+
+_cache: dict[int, str] = {}
+
+
+def url_for(size: int) -> str:
+    return f"https://{config.SERVER_NAME}/obj/{size}"
+
+
+def ensure(size: int) -> str:
+    """Make sure the server has an object of `size` bytes; return its SHA-256 (hex)."""
+    if size not in _cache:
+        try:
+            digest = docker.exec_in(config.SERVER_CONTAINER, ["quiclab-object", str(size)]).strip()
+        except DockerException as e:
+            raise EnvironmentProblem(f"could not prepare a {size}-byte object on the server: "
+                                     f"{(e.stderr or '').strip() or e}") from None
+        if len(digest) != 64:
+            raise EnvironmentProblem(f"the server returned a malformed SHA-256 for the {size}-byte object: {digest!r}")
+        _cache[size] = digest
+    return _cache[size]

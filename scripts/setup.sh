@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# quiclab set-up: installs what is missing (Docker engine, Compose v2, uv, just), tunes the host for QUIC,
+# installs the Python environment, builds the images and brings the lab up. Idempotent: a second run only checks.
+#
+#   bash scripts/setup.sh            set up and bring the lab up
+#   QUICLAB_SETUP_NO_UP=1 ...        set up and build, but do not start the lab
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+# shellcheck source=scripts/lib.sh
+source "$here/scripts/lib.sh"
+
+need_root() {
+  if [ "$(id -u)" != 0 ]; then
+    die "installing $1 needs root: run this script as root (or install $1 yourself and run it again)"
+  fi
+}
+
+apt_updated=0
+apt_install() {
+  need_root "$*"
+  if [ "$apt_updated" = 0 ]; then
+    step "apt-get update"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=1
+  fi
+  step "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# --- Docker engine -----------------------------------------------------------------------------------------
+docker_up() { timeout 10 docker info >/dev/null 2>&1; }
+
+start_dockerd_by_hand() {
+  # No service manager (containers, minimal VMs): start containerd and dockerd in the background.
+  mkdir -p /var/log/quiclab
+  if ! pgrep -x containerd >/dev/null; then
+    step "starting containerd (log: /var/log/quiclab/containerd.log)"
+    nohup containerd >/var/log/quiclab/containerd.log 2>&1 &
+    for _ in $(seq 1 50); do [ -S /run/containerd/containerd.sock ] && break; sleep 0.2; done
+  fi
+  if ! pgrep -x dockerd >/dev/null; then
+    step "starting dockerd (log: /var/log/quiclab/dockerd.log)"
+    nohup dockerd --containerd=/run/containerd/containerd.sock >/var/log/quiclab/dockerd.log 2>&1 &
+  fi
+}
+
+ensure_docker() {
+  if docker_up; then ok "Docker engine reachable ($(docker version -f '{{.Server.Version}}' 2>/dev/null))"; return; fi
+  if ! command -v dockerd >/dev/null; then
+    apt_install docker.io iptables
+  fi
+  if [ -d /run/systemd/system ]; then
+    step "starting docker with systemctl"
+    systemctl start docker || true
+  fi
+  docker_up || start_dockerd_by_hand
+  for _ in $(seq 1 60); do docker_up && break; sleep 1; done
+  docker_up || die "Docker engine did not come up: see /var/log/quiclab/dockerd.log"
+  ok "Docker engine started ($(docker version -f '{{.Server.Version}}'))"
+}
+
+# The Debian mirror the host's apt already uses (so images and private apt directories use it too).
+debian_mirror() {
+  local m
+  m=$( { cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null || true; } \
+    | sed -nE 's/^(URIs:[[:space:]]*|deb[[:space:]]+(\[[^]]*\][[:space:]]+)?)(https?:\/\/[^ ]*\/debian\/?)([[:space:]].*)?$/\3/p' | head -1)
+  echo "${m:-http://deb.debian.org/debian}"
+}
+
+# --- Compose v2 -----------------------------------------------------------------------------------------------
+ensure_compose() {
+  if docker compose version >/dev/null 2>&1; then ok "$(docker compose version | head -1)"; return; fi
+  need_root "Docker Compose v2"
+  command -v dpkg-deb >/dev/null || die "dpkg-deb is missing; install Docker Compose v2 yourself"
+  # Compose v2 is packaged in Debian trixie; fetch that one package into a private apt directory so the host's
+  # own package set is left alone, and install only its CLI plugin binary.
+  step "fetching Docker Compose v2 from Debian trixie (private apt directory, host packages untouched)"
+  local d=/var/cache/quiclab/apt-trixie
+  mkdir -p "$d"/{etc/apt/sources.list.d,etc/apt/preferences.d,var/lib/apt/lists/partial,var/cache/apt/archives/partial,var/lib/dpkg,deb}
+  touch "$d/var/lib/dpkg/status"
+  local mirror
+  mirror=$(debian_mirror)
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main" >"$d/etc/apt/sources.list"
+  local opts=(-o "Dir=$d" -o "Dir::State::status=$d/var/lib/dpkg/status" -o "Dir::Etc::SourceList=$d/etc/apt/sources.list"
+    -o "Dir::Etc::SourceParts=$d/etc/apt/sources.list.d" -o "Dir::Etc::Preferences=$d/etc/apt/preferences"
+    -o "Dir::Etc::PreferencesParts=$d/etc/apt/preferences.d" -o "APT::Architecture=$(dpkg --print-architecture)")
+  apt-get "${opts[@]}" update -qq
+  (cd "$d/deb" && apt-get "${opts[@]}" -o APT::Sandbox::User=root download docker-compose >/dev/null)
+  rm -rf "$d/x" && mkdir -p "$d/x"
+  dpkg-deb -x "$d"/deb/docker-compose_*.deb "$d/x"
+  install -D -m 0755 "$d/x/usr/libexec/docker/cli-plugins/docker-compose" /usr/local/lib/docker/cli-plugins/docker-compose
+  docker compose version >/dev/null 2>&1 || die "docker compose still not working after installing the plugin"
+  ok "$(docker compose version | head -1) installed to /usr/local/lib/docker/cli-plugins"
+}
+
+# --- base image -----------------------------------------------------------------------------------------------------
+# Every image builds FROM ${QUICLAB_BASE_IMAGE}: debian:trixie-slim where a registry can be reached, otherwise a
+# local image made by debootstrap + docker import (cached: made once). The choice is written to .env, which
+# docker compose reads, so a plain `docker compose build/up` uses it too.
+base_local=quiclab/base:trixie
+ensure_base_image() {
+  local base
+  if [ -n "${QUICLAB_BASE_IMAGE:-}" ]; then
+    base=$QUICLAB_BASE_IMAGE
+  elif docker image inspect debian:trixie-slim >/dev/null 2>&1; then
+    base=debian:trixie-slim
+  elif docker image inspect "$base_local" >/dev/null 2>&1; then
+    base=$base_local
+  elif timeout 60 docker pull -q debian:trixie-slim >/dev/null 2>&1; then
+    base=debian:trixie-slim
+  else
+    step "no registry reachable for debian:trixie-slim: building $base_local with debootstrap (once, ~1 min)"
+    command -v debootstrap >/dev/null || apt_install debootstrap
+    local mirror
+    mirror=$(debian_mirror)
+    rootfs=$(mktemp -d /var/tmp/quiclab-rootfs.XXXXXX)
+    trap 'rm -rf "${rootfs:?}"' EXIT
+    debootstrap --variant=minbase trixie "$rootfs" "$mirror" >/var/log/quiclab-debootstrap.log 2>&1 \
+      || die "debootstrap trixie failed: see /var/log/quiclab-debootstrap.log"
+    # the images' apt must reach the same mirror the host uses
+    echo "deb $mirror trixie main" >"$rootfs/etc/apt/sources.list"
+    rm -f "$rootfs/etc/apt/sources.list.d/"*.sources
+    tar -C "$rootfs" -c . | docker import -c 'CMD ["/bin/bash"]' - "$base_local" >/dev/null
+    rm -rf "$rootfs"; trap - EXIT
+    base=$base_local
+  fi
+  local line="QUICLAB_BASE_IMAGE=$base"
+  if [ "$(grep -s '^QUICLAB_BASE_IMAGE=' .env)" != "$line" ]; then
+    { grep -sv '^QUICLAB_BASE_IMAGE=' .env || true; echo "$line"; } >.env.tmp && mv .env.tmp .env
+  fi
+  ok "base image: $base"
+}
+
+# --- uv and just ---------------------------------------------------------------------------------------------------
+ensure_tools() {
+  local tools=/opt/quiclab-tools
+  local missing=()
+  command -v uv >/dev/null || missing+=(uv)
+  command -v just >/dev/null || missing+=(rust-just)
+  if [ ${#missing[@]} = 0 ]; then ok "uv $(uv --version | cut -d' ' -f2), just $(just --version | cut -d' ' -f2)"; return; fi
+  need_root "${missing[*]}"
+  if [ ! -x "$tools/bin/pip" ]; then
+    python3 -m venv "$tools" 2>/dev/null || { apt_install python3-venv; rm -rf "$tools"; python3 -m venv "$tools"; }
+  fi
+  step "installing ${missing[*]} from PyPI into $tools"
+  "$tools/bin/pip" install -q "${missing[@]}"
+  for b in uv uvx just; do [ -x "$tools/bin/$b" ] && ln -sf "$tools/bin/$b" /usr/local/bin/$b; done
+  hash -r
+  ok "uv $(uv --version | cut -d' ' -f2), just $(just --version | cut -d' ' -f2)"
+}
+
+# --- host sysctls ---------------------------------------------------------------------------------------------------
+ensure_sysctls() {
+  # QUIC endpoints ask for large UDP socket buffers; the kernel caps them with these host-wide limits
+  # (they are not per network namespace, so they must be set on the host).
+  local want=16777216 changed=0 k
+  for k in net.core.rmem_max net.core.wmem_max; do
+    if [ "$(sysctl -n "$k")" -lt "$want" ]; then
+      if [ "$(id -u)" = 0 ] && sysctl -qw "$k=$want" 2>/dev/null; then
+        changed=1
+      else
+        warn "$k is $(sysctl -n "$k") (< $want): QUIC throughput will be capped; run: sysctl -w $k=$want"
+      fi
+    fi
+  done
+  if [ "$changed" = 1 ]; then ok "raised net.core.rmem_max/wmem_max to $want for QUIC's UDP buffers"
+  else ok "UDP buffer limits: rmem_max=$(sysctl -n net.core.rmem_max) wmem_max=$(sysctl -n net.core.wmem_max)"; fi
+}
+
+# --- Python environment ------------------------------------------------------------------------------------------------
+ensure_python() {
+  export UV_PYTHON_DOWNLOADS=never
+  uv sync --frozen --quiet
+  ok "Python environment ready ($(uv run --frozen python -c 'import sys; print(sys.version.split()[0])'))"
+}
+
+ensure_docker
+ensure_compose
+ensure_tools
+ensure_sysctls
+ensure_python
+ensure_base_image
+if [ "${QUICLAB_SETUP_NO_UP:-0}" = 1 ]; then
+  uv run --frozen quiclab build
+else
+  uv run --frozen quiclab up
+fi
