@@ -2,7 +2,8 @@
 # quiclab set-up: installs what is missing (Docker engine, Compose v2, uv, just), tunes the host for QUIC,
 # installs the Python environment, builds the images and brings the lab up. Idempotent: a second run only checks.
 #
-#   bash scripts/setup.sh            set up and bring the lab up
+#   bash scripts/setup.sh            set up, bring the lab up and run the default job
+#   QUICLAB_SETUP_NO_JOB=1 ...       set up and bring the lab up, no job
 #   QUICLAB_SETUP_NO_UP=1 ...        set up and build, but do not start the lab
 set -euo pipefail
 
@@ -126,6 +127,12 @@ ensure_base_image() {
     rm -rf "$rootfs"; trap - EXIT
     base=$base_local
   fi
+  # The router's build stage fetches crates from crates.io: give it the CAs this host trusts (some networks
+  # inspect TLS with their own CA). Copied only when it changed, so the build cache holds.
+  local bundle=${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}
+  if [ -s "$bundle" ] && ! cmp -s "$bundle" linkem/.build-ca/ca.crt; then
+    mkdir -p linkem/.build-ca && cp "$bundle" linkem/.build-ca/ca.crt
+  fi
   local line="QUICLAB_BASE_IMAGE=$base"
   if [ "$(grep -s '^QUICLAB_BASE_IMAGE=' .env)" != "$line" ]; then
     { grep -sv '^QUICLAB_BASE_IMAGE=' .env || true; echo "$line"; } >.env.tmp && mv .env.tmp .env
@@ -185,5 +192,10 @@ ensure_base_image
 if [ "${QUICLAB_SETUP_NO_UP:-0}" = 1 ]; then
   uv run --frozen quiclab build
 else
-  uv run --frozen quiclab up
+  uv run --frozen quiclab up --build
+fi
+
+# The default job: one verified transfer per protocol through the router.
+if [ "${QUICLAB_SETUP_NO_UP:-0}" != 1 ] && [ "${QUICLAB_SETUP_NO_JOB:-0}" != 1 ]; then
+  uv run --frozen quiclab run --size 1MB
 fi

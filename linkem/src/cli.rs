@@ -1,0 +1,211 @@
+//! Command-line parsing (by hand) and the `show`/`set`/`check` commands.
+
+use crate::cidr::Cidr;
+use crate::config::Config;
+use crate::driver::RunOptions;
+use std::io::Read;
+use thiserror::Error;
+
+pub const USAGE: &str = "\
+usage:
+  linkem run --tun NAME --downlink CIDR --uplink CIDR [--listen ADDR] [--config FILE]
+  linkem show [--addr ADDR]
+  linkem set [--addr ADDR] FILE|-
+  linkem check FILE|-
+defaults: --listen 0.0.0.0:9100, --addr 127.0.0.1:9100";
+
+/// A failed command: `BadInput` exits 2, `Runtime` exits 1.
+#[derive(Debug, Error)]
+pub enum CliError {
+    #[error("{0}")]
+    BadInput(String),
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl CliError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::BadInput(_) => 2,
+            CliError::Runtime(_) => 1,
+        }
+    }
+}
+
+fn bad(msg: impl Into<String>) -> CliError {
+    CliError::BadInput(msg.into())
+}
+
+/// A parsed command line.
+#[derive(Debug)]
+pub enum Command {
+    Run(Box<RunOptions>),
+    Show { addr: String },
+    Set { addr: String, file: String },
+    Check { file: String },
+    Help,
+    Version,
+}
+
+/// Split `--flag value` pairs and positionals; flags must be in `known`.
+/// `--flag value` pairs and positional arguments.
+type Split = (Vec<(String, String)>, Vec<String>);
+
+fn split(args: &[String], known: &[&str]) -> Result<Split, CliError> {
+    let (mut flags, mut pos) = (Vec::new(), Vec::new());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a.starts_with("--") && a.len() > 2 {
+            let (k, v) = match a.split_once('=') {
+                Some((k, v)) => (k.to_string(), v.to_string()),
+                None => {
+                    let v = it.next().ok_or_else(|| bad(format!("{a} needs a value")))?;
+                    (a.clone(), v.clone())
+                }
+            };
+            if !known.contains(&k.as_str()) {
+                return Err(bad(format!("unknown option {k} (see linkem --help)")));
+            }
+            flags.push((k, v));
+        } else {
+            pos.push(a.clone());
+        }
+    }
+    Ok((flags, pos))
+}
+
+fn flag(flags: &[(String, String)], name: &str) -> Option<String> {
+    flags
+        .iter()
+        .rev()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+}
+
+fn no_positionals(pos: &[String]) -> Result<(), CliError> {
+    match pos.first() {
+        Some(p) => Err(bad(format!("unexpected argument {p:?}"))),
+        None => Ok(()),
+    }
+}
+
+/// Parse `args` (without the program name).
+pub fn parse(args: &[String]) -> Result<Command, CliError> {
+    let Some(cmd) = args.first() else {
+        return Err(bad(
+            "missing command (run, show, set, check); see linkem --help",
+        ));
+    };
+    let rest = &args[1..];
+    match cmd.as_str() {
+        "-h" | "--help" | "help" => Ok(Command::Help),
+        "-V" | "--version" => Ok(Command::Version),
+        "run" => {
+            let (f, pos) = split(
+                rest,
+                &["--tun", "--downlink", "--uplink", "--listen", "--config"],
+            )?;
+            no_positionals(&pos)?;
+            let need = |n: &str| flag(&f, n).ok_or_else(|| bad(format!("run: {n} is required")));
+            let cidr = |n: &str| -> Result<Cidr, CliError> {
+                need(n)?.parse().map_err(|e| bad(format!("{n}: {e}")))
+            };
+            let config = match flag(&f, "--config") {
+                Some(file) => load_config(&file)?,
+                None => Config::default(),
+            };
+            Ok(Command::Run(Box::new(RunOptions {
+                tun: need("--tun")?,
+                downlink: cidr("--downlink")?,
+                uplink: cidr("--uplink")?,
+                listen: flag(&f, "--listen").unwrap_or_else(|| "0.0.0.0:9100".into()),
+                config,
+            })))
+        }
+        "show" => {
+            let (f, pos) = split(rest, &["--addr"])?;
+            no_positionals(&pos)?;
+            Ok(Command::Show { addr: addr(&f) })
+        }
+        "set" | "check" => {
+            let known: &[&str] = if cmd == "set" { &["--addr"] } else { &[] };
+            let (f, pos) = split(rest, known)?;
+            let file = match pos.as_slice() {
+                [one] => one.clone(),
+                _ => {
+                    return Err(bad(format!(
+                        "{cmd}: expected exactly one FILE (or - for stdin)"
+                    )))
+                }
+            };
+            Ok(if cmd == "set" {
+                Command::Set {
+                    addr: addr(&f),
+                    file,
+                }
+            } else {
+                Command::Check { file }
+            })
+        }
+        other => Err(bad(format!("unknown command {other:?}; see linkem --help"))),
+    }
+}
+
+fn addr(f: &[(String, String)]) -> String {
+    flag(f, "--addr").unwrap_or_else(|| "127.0.0.1:9100".into())
+}
+
+fn read_input(file: &str) -> Result<String, CliError> {
+    if file == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| bad(format!("reading stdin: {e}")))?;
+        Ok(s)
+    } else {
+        std::fs::read_to_string(file).map_err(|e| bad(format!("{file}: {e}")))
+    }
+}
+
+/// Read and validate a config file (`-` = stdin).
+pub fn load_config(file: &str) -> Result<Config, CliError> {
+    Config::from_json(&read_input(file)?).map_err(|e| bad(e.to_string()))
+}
+
+fn one_line(body: &[u8]) -> String {
+    String::from_utf8_lossy(body).trim().replace('\n', " ")
+}
+
+/// `linkem show`: print the configuration in force.
+pub fn show(addr: &str) -> Result<String, CliError> {
+    let (status, body) = crate::http::request(addr, "GET", "/config", None)
+        .map_err(|e| CliError::Runtime(format!("{addr}: {e}")))?;
+    if status != 200 {
+        return Err(CliError::Runtime(format!(
+            "{addr}: HTTP {status}: {}",
+            one_line(&body)
+        )));
+    }
+    Ok(String::from_utf8_lossy(&body).trim_end().to_string())
+}
+
+/// `linkem set`: validate locally, PUT, print the configuration in force.
+pub fn set(addr: &str, file: &str) -> Result<String, CliError> {
+    let config = load_config(file)?;
+    let json = config.to_json();
+    let (status, body) = crate::http::request(addr, "PUT", "/config", Some(json.as_bytes()))
+        .map_err(|e| CliError::Runtime(format!("{addr}: {e}")))?;
+    match status {
+        200 => Ok(String::from_utf8_lossy(&body).trim_end().to_string()),
+        400 => Err(bad(one_line(&body))),
+        s => Err(CliError::Runtime(format!(
+            "{addr}: HTTP {s}: {}",
+            one_line(&body)
+        ))),
+    }
+}
+
+/// `linkem check`: validate offline, print the normalized configuration.
+pub fn check(file: &str) -> Result<String, CliError> {
+    Ok(load_config(file)?.to_json())
+}

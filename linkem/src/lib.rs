@@ -1,0 +1,44 @@
+//! linkem: a userspace network link emulator.
+//!
+//! The core (`time`, `rng`, `packet`, `config`, `loss`, `outage`, `rate`,
+//! `trace`, `queue`, `delay`, `pipeline`, `link`, `stats`, `metrics`) is
+//! sans-IO: it never reads a clock or touches the OS; callers pass `now`.
+//! `tun`, `control`, `http`, `driver` and `cli` do the I/O.
+
+pub mod cidr;
+pub mod config;
+pub mod config_parse;
+pub mod delay;
+pub mod link;
+pub mod loss;
+pub mod metrics;
+pub mod outage;
+pub mod packet;
+pub mod pipeline;
+pub mod queue;
+pub mod rate;
+pub mod rng;
+pub mod stats;
+pub mod time;
+pub mod trace;
+pub mod validate;
+
+pub use config::{Config, ConfigError, DirectionConfig};
+pub use link::Link;
+pub use pipeline::{Pipeline, Verdict};
+pub use time::Time;
+
+/// Crate version, shown in `quiclab_link_info`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+#[cfg(target_os = "linux")]
+pub mod cli;
+#[cfg(target_os = "linux")]
+pub mod control;
+#[cfg(target_os = "linux")]
+pub mod driver;
+pub mod http;
+#[cfg(target_os = "linux")]
+pub mod sys;
+#[cfg(target_os = "linux")]
+pub mod tun;

@@ -1,0 +1,59 @@
+//! Command-line parsing and offline checking.
+#![cfg(target_os = "linux")]
+
+use linkem::cli::{check, parse, Command};
+
+fn args(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+#[test]
+fn parse_run() {
+    let c = parse(&args(
+        "run --tun tun0 --downlink 10.71.1.0/24 --uplink=10.71.2.0/24",
+    ))
+    .unwrap();
+    let Command::Run(o) = c else {
+        panic!("not run")
+    };
+    assert_eq!(o.tun, "tun0");
+    assert_eq!(o.listen, "0.0.0.0:9100");
+    assert_eq!(o.uplink.to_string(), "10.71.2.0/24");
+}
+
+#[test]
+fn parse_errors_are_bad_input() {
+    for a in [
+        "",
+        "run --tun tun0 --downlink 10.71.1.0/24",
+        "run --tun tun0 --downlink x --uplink 10.0.0.0/8",
+        "run --bogus 1",
+        "set",
+        "check a b",
+        "frobnicate",
+        "show extra",
+    ] {
+        let e = parse(&args(a)).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{a}");
+        assert!(!e.to_string().contains('\n'), "{a}");
+    }
+    assert!(matches!(
+        parse(&args("set --addr 1.2.3.4:5 -")),
+        Ok(Command::Set { .. })
+    ));
+}
+
+#[test]
+fn check_reports_field() {
+    let dir = std::env::temp_dir().join(format!("linkem-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("bad.json");
+    std::fs::write(&p, r#"{"uplink": {"rate_bps": 0}}"#).unwrap();
+    let e = check(p.to_str().unwrap()).unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    assert!(e.to_string().starts_with("uplink.rate_bps:"), "{e}");
+    std::fs::write(&p, r#"{"seed": 3}"#).unwrap();
+    assert!(check(p.to_str().unwrap()).unwrap().contains("\"seed\":3"));
+    assert_eq!(check("/nonexistent/x.json").unwrap_err().exit_code(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# quiclab's whole test suite: the same idempotent set-up as scripts/setup.sh (no default job), then linters,
+# the Rust crate's tests and the Python tests (unit + integration tests on the real lab).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+source scripts/lib.sh
+
+QUICLAB_SETUP_NO_JOB=1 bash scripts/setup.sh
+
+step "ruff"
+uv run --frozen ruff check lab tests
+if [ -f linkem/Cargo.toml ]; then
+  if command -v cargo >/dev/null; then
+    step "linkem: cargo clippy + cargo test"
+    (cd linkem && cargo clippy --locked --all-targets -q -- -D warnings && cargo test --locked -q 2>&1 | tail -n 30)
+  else
+    warn "cargo not installed: the linkem crate's own tests are skipped here (its image build still compiles it)"
+  fi
+fi
+step "pytest"
+uv run --frozen pytest -q "$@"
