@@ -33,7 +33,7 @@ class ContainerState:
 
 def states(names: tuple[str, ...] = LAB_CONTAINERS) -> list[ContainerState]:
     d = docker.require_engine()
-    found = {c.name: c for c in d.container.list(all=True, filters={"label": PROJECT_LABEL})}
+    found = {c.name: c for c in d.container.list(all=True, filters=[("label", PROJECT_LABEL)])}
     result = []
     for name in names:
         c = found.get(name)
@@ -100,7 +100,7 @@ def wait_ready(timeout_s: float = UP_TIMEOUT_S) -> None:
     while True:
         pending = [f"{s.name} is {s.health or s.state}" for s in states() if not s.ready]
         for service in ONE_SHOTS:
-            found = d.container.list(all=True, filters={"name": f"{config.PROJECT}-{service}-1"})
+            found = d.container.list(all=True, filters=[("name", f"{config.PROJECT}-{service}-1")])
             if not found or found[0].state.status != "exited":
                 pending.append(f"{service} has not finished")
             elif found[0].state.exit_code != 0:
@@ -125,7 +125,7 @@ def down() -> None:
 def leftovers() -> list[str]:
     """Containers, networks and volumes of the lab that still exist (empty after a clean `down`)."""
     d = docker.require_engine()
-    left = [f"container {c.name}" for c in d.container.list(all=True, filters={"label": PROJECT_LABEL})]
-    left += [f"network {n.name}" for n in d.network.list(filters={"label": PROJECT_LABEL})]
-    left += [f"volume {v.name}" for v in d.volume.list(filters={"label": PROJECT_LABEL})]
+    left = [f"container {c.name}" for c in d.container.list(all=True, filters=[("label", PROJECT_LABEL)])]
+    left += [f"network {n.name}" for n in d.network.list(filters=[("label", PROJECT_LABEL)])]
+    left += [f"volume {v.name}" for v in d.volume.list(filters=[("label", PROJECT_LABEL)])]
     return left

@@ -5,7 +5,10 @@
 #   quiclab-router check                 health: interfaces found, forwarding on, shaper path up
 #   quiclab-router ifaces                print "client=<if> server=<if>" (found by address, not by name order)
 #   quiclab-router forwarding on|off     let packets between the lab networks through, or drop them all
-#   quiclab-router path linkem|kernel    send forwarded packets through linkem (TUN) or straight through the kernel
+#   quiclab-router path [linkem|kernel]  show, or choose, whether forwarded packets go through linkem (TUN) or
+#                                        straight through the kernel (where tc netem shapes them, if it exists)
+#   quiclab-router netem-probe           exit 0 if this kernel has sch_netem, 3 if not
+#   quiclab-router tc-check TC_ARGS...   run one tc command against a scratch dummy interface (syntax check)
 #   quiclab-router offloads              turn TSO/GSO/GRO off on the lab interfaces
 set -euo pipefail
 
@@ -97,6 +100,37 @@ start() {
   wait
 }
 
+path_show() {
+  if ip rule show pref 100 | grep -q "lookup $TABLE"; then echo linkem; else echo kernel; fi
+}
+
+# A scratch veth interface (never up, carries no traffic; this kernel may lack the dummy driver) for probing qdiscs and checking tc syntax.
+SCRATCH=qlscratch
+scratch() { ip link show "$SCRATCH" >/dev/null 2>&1 || ip link add "$SCRATCH" type veth peer name "$SCRATCH-p"; }
+
+netem_probe() {
+  scratch
+  if tc qdisc replace dev "$SCRATCH" root netem delay 1ms 2>/dev/null; then
+    tc qdisc del dev "$SCRATCH" root 2>/dev/null || true
+    return 0
+  fi
+  return 3
+}
+
+tc_check() {
+  # Replace the device argument with the scratch interface and run the command; print tc's own error.
+  scratch
+  local args=() prev=
+  for a in "$@"; do
+    if [ "$prev" = dev ]; then args+=("$SCRATCH"); else args+=("$a"); fi
+    prev=$a
+  done
+  local rc=0
+  tc "${args[@]}" || rc=$?
+  tc qdisc del dev "$SCRATCH" root 2>/dev/null || true
+  return $rc
+}
+
 check() {
   cif >/dev/null && sif >/dev/null
   [ "$(cat /proc/sys/net/ipv4/ip_forward)" = 1 ]
@@ -111,7 +145,11 @@ case "${1:-}" in
   check) check ;;
   ifaces) echo "client=$(cif) server=$(sif)" ;;
   forwarding) [[ ${2:-} =~ ^(on|off)$ ]] || { echo "usage: quiclab-router forwarding on|off" >&2; exit 2; }; forwarding "$2" ;;
-  path) [[ ${2:-} =~ ^(linkem|kernel)$ ]] || { echo "usage: quiclab-router path linkem|kernel" >&2; exit 2; }; path "$2" ;;
+  path)
+    if [ -z "${2:-}" ]; then path_show
+    else [[ $2 =~ ^(linkem|kernel)$ ]] || { echo "usage: quiclab-router path [linkem|kernel]" >&2; exit 2; }; path "$2"; fi ;;
+  netem-probe) netem_probe ;;
+  tc-check) shift; tc_check "$@" ;;
   offloads) offloads ;;
-  *) sed -n '2,11p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,15p' "$0" >&2; exit 2 ;;
 esac

@@ -12,7 +12,7 @@ def test_parse(text, expected):
 
 
 def test_unknown_protocol():
-    with pytest.raises(UsageError, match="'h4'.*h1.*h2.*h3"):
+    with pytest.raises(UsageError, match=r"'h4'.*h1.*h2.*h3"):
         parse_protocol("h4")
 
 

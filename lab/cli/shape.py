@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from lab import lab, terminal
+from lab.link import describe, shaper
+from lab.link.model import Link
+from lab.link.spec import parse_assignments, parse_link
+
+_FLAGS = ("rate", "delay", "rtt", "jitter", "dist", "loss", "ge", "queue", "outage", "spikes", "trace", "seed")
+
+
+def show_link(backend: str, link: Link | str) -> None:
+    if isinstance(link, str):
+        terminal.out.print(f"shaper: {backend}\n{link}")
+        return
+    terminal.table(f"link in force (shaper: {backend}, seed {link.seed})", describe.COLUMNS, describe.rows(link))
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def shape(
+        rate: Annotated[str | None, typer.Option(help="Bottleneck rate, both directions: 5mbit, 1gbit.")] = None,
+        delay: Annotated[str | None, typer.Option(help="One-way delay per direction: 40ms.")] = None,
+        rtt: Annotated[str | None, typer.Option(help="Round-trip time: sets delay = rtt/2 per direction.")] = None,
+        jitter: Annotated[str | None, typer.Option(help="Delay variation: 10ms.")] = None,
+        dist: Annotated[str | None, typer.Option(help="Jitter distribution: uniform|normal|pareto|paretonormal.")]
+        = None,
+        reorder: Annotated[bool | None, typer.Option("--reorder/--keep-order",
+                                                     help="Let jitter reorder packets (default: keep order).")]
+        = None,
+        loss: Annotated[str | None, typer.Option(help="Bernoulli loss: 0.1%, 1%.")] = None,
+        ge: Annotated[str | None, typer.Option(help="Gilbert-Elliott loss p,r[,loss_good,loss_bad] in %.")] = None,
+        queue: Annotated[str | None, typer.Option(help="Queue limit: 100p or 64kB (default: one BDP).")] = None,
+        outage: Annotated[str | None, typer.Option(help="every:down[:offset], e.g. 10s:200ms.")] = None,
+        spikes: Annotated[str | None, typer.Option(help="every:duration:percent, e.g. 5s:200ms:10%.")] = None,
+        trace: Annotated[str | None, typer.Option(help="mahimahi packet-delivery trace file.")] = None,
+        seed: Annotated[str | None, typer.Option(help="Random seed for loss and jitter.")] = None,
+        down: Annotated[list[str] | None, typer.Option(help="Downlink-only settings: key=value,...")] = None,
+        up: Annotated[list[str] | None, typer.Option(help="Uplink-only settings: key=value,...")] = None,
+        shaper_name: Annotated[str, typer.Option("--shaper", help="auto, netem or linkem.")] = "auto",
+        show: Annotated[bool, typer.Option("--show", help="Print the link in force and change nothing.")] = False,
+        clear: Annotated[bool, typer.Option("--clear", help="Remove every impairment.")] = False,
+    ) -> None:
+        """Set the emulated link at the router (both directions unless --down/--up), or --show it."""
+        values = dict(rate=rate, delay=delay, rtt=rtt, jitter=jitter, dist=dist, loss=loss, ge=ge, queue=queue,
+                      outage=outage, spikes=spikes, trace=trace, seed=seed)
+        common: dict[str, str | bool] = {k: v for k, v in values.items() if v is not None}
+        if reorder is not None:
+            common["reorder"] = reorder
+        link = parse_link(common, parse_assignments(down or [], "--down"), parse_assignments(up or [], "--up"))
+        nothing_given = not common and not down and not up
+        lab.require_up()
+        if show or (nothing_given and not clear):
+            show_link(*shaper.in_force())
+            return
+        choice, in_force = shaper.apply(link, shaper_name)
+        terminal.info(f"shaper: {choice.backend} ({choice.reason})")
+        show_link(choice.backend, in_force)

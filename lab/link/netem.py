@@ -1,0 +1,317 @@
+"""The tc netem backend: the `tc` command lines (argument lists, never shell strings) that apply a `Link`
+inside the router with netem (+ tbf), with linkem's semantics as far as netem allows.
+
+Topology: the downlink (toward the client) is shaped on the egress of the router's client-side interface, the
+uplink (toward the server) on the egress of the server-side interface. Per impaired direction:
+
+    tc qdisc replace dev IF root handle 1: netem limit N [delay D [J [distribution X]]] [loss ...]
+                                               [rate 100000000000bit] seed S
+    tc qdisc replace dev IF parent 1:1 handle 10: tbf rate Rbit burst B limit Q     (only with a rate)
+
+Applying a link = run `clear_commands()` (delete both root qdiscs; they fail harmlessly when nothing is
+installed, so their errors are ignored), then every command of `plan().commands`, each of which must succeed.
+The plan holds commands for impaired directions only: an unimpaired direction gets no netem at all, the clear
+left it with the interface's default qdisc. Starting from a clean slate makes the result independent of what
+was installed before (`replace` on the root alone would keep a stale tbf child).
+
+What the iproute2 / kernel sources say (read for this module):
+  * iproute2 tc/q_netem.c: `delay TIME [JITTER [CORRELATION]]` (jitter is positional, taken only when the
+    next word starts with a digit), `distribution {uniform|normal|pareto|paretonormal}` (loaded from a .dist
+    file by tc itself; rejected with "distribution specified but no latency and jitter values" unless delay
+    and jitter are both non-zero), `loss random PERCENT`, `loss gemodel PERCENT [R [1-H [1-K]]]`, `rate
+    RATE`, `limit PACKETS`, `seed SEED` (decimal u64, TCA_NETEM_PRNG_SEED). Parse failures print
+    `Illegal "..."` or `What is "..."?`, followed by `Usage: ... netem ...`.
+  * iproute2 tc/q_tbf.c: `tbf rate RATE burst BYTES limit BYTES` (`limit` and `latency` are mutually
+    exclusive; rate, burst and one of them are mandatory). Errors start with "tbf:".
+  * kernel net/sched/sch_netem.c loss_gilb_ell(): in the good state the packet is lost with probability a4 =
+    `1-k`, in the bad state when rand > a3 = h, i.e. with probability `1-h` (tc passes h = 1 - its "1-h"
+    argument); the transition (a1 = p good->bad, a2 = r bad->good) is drawn in the same call but the loss
+    test uses the state the packet arrived in. So `loss gemodel p r 1-h 1-k` = `p r loss_bad loss_good`, and
+    netem's chain has exactly linkem's per-packet semantics.
+  * sch_netem.c: without `rate`, packets sit in a time-sorted tfifo, so jitter reorders them; with `rate`,
+    time_to_send = max(now + delay sample, last queued packet's time_to_send) + serialization time, so order
+    is kept, like linkem's reorder=false (release = max(departure + d, previous release)).
+  * sch_netem.c caps jitter at INT_MAX ns (about 2.147 s) for tabledist(); distribution tables are s16 values
+    scaled by NETEM_DIST_SCALE = 8192, so a tabled sample never exceeds 4 jitters from the mean.
+  * netem's `limit` (packets, default 1000) drops at enqueue; depending on the kernel it counts only the delay
+    line (commit f8d4bc455047) or also the packets already handed to the child qdisc (sch->q.qlen; older
+    kernels, and again after 4185701fcce6, 2026).
+
+Deviations from linkem (everything else has the same meaning):
+  * Stage order. netem is the root and tbf its child, so a packet goes loss -> delay/jitter -> queue/rate;
+    linkem does loss -> queue/rate -> delay/jitter. With a constant delay, throughput, queueing delay and
+    added RTT are the same. With jitter and a backlogged queue, tbf re-spaces packets at the rate, so the
+    receiver sees less jitter under load than with linkem.
+  * Order keeping (reorder=false with jitter) is done with `rate 100000000000bit` on netem, which adds about
+    0.12 us per 1514-byte frame. It is added whenever there is jitter and reorder is false, even when the
+    link has a rate, because that rate lives in the tbf child, and netem itself would still reorder.
+  * Framing. tbf counts Ethernet frames (IP packet + 14 bytes) against its rate and byte limit, linkem counts
+    IP packets: full-size packets get about 0.9 % less IP throughput and a byte limit holds about 0.9 % fewer
+    of them; small packets are more affected. Rates are passed unscaled.
+  * Burst. tbf lets `burst` bytes leave back to back after an idle period; linkem serializes strictly.
+    burst = max(2 x 1514 bytes, 1 ms at the rate): too large a burst lets bursts exceed the rate, too small a
+    burst caps the rate at high rates (one timer wake-up per burst) and must stay above one frame. At low
+    rates two frames may leave together (at 1 Mbit/s, 24 ms of line time).
+  * Queue limits. tbf has only a byte limit: a limit in packets becomes packets x 1500 bytes (more small
+    packets fit than in linkem's packet limit); with both given, the smaller wins. Capped at 2^32-1 bytes.
+  * Jitter distributions come from iproute2's tables: quantized and cut off at 4 jitters (linkem's normal is
+    unbounded, its pareto tail longer). netem rejects a distribution with zero delay, so delay 0 with a
+    non-uniform jitter is sent as delay 1 us.
+  * Randomness. netem's PRNG is not linkem's: the same seed gives the same distributions, not the same drop
+    positions or delay samples. Per direction seeds: downlink = seed, uplink = (seed + 1) mod 2^64. Only
+    kernels with TCA_NETEM_PRNG_SEED (Linux 6.6+) honour it; older ones silently ignore it (unseeded).
+  * Reconfiguration deletes the qdiscs first: packets queued or in flight are dropped and the Gilbert-Elliott
+    chain restarts in the good state (linkem keeps both).
+  * Scope. netem shapes everything leaving the interface, including ARP/NDP and packets the router sends
+    itself; linkem shapes only forwarded IP packets classified by destination prefix.
+  * netem's own `limit` must never be what drops (queue limits belong to tbf). It is sized as
+    2 x rate x (delay + 4 x jitter) / (8 x 500 bytes) packets for the delay line (2x for slow-start overshoot,
+    500 bytes as a conservative average size; rate = the peak rate, or 10 Gbit/s, about what the router's
+    veths forward without offloads, when unlimited), plus tbf's byte limit / 64 bytes (a queue full of
+    minimum-size frames, for kernels that count the child's packets), and at least 1000 (netem's default).
+  * Not expressible with a static netem/tbf set-up, so `plan` refuses them (NetemUnsupported, exit 2):
+    outages, rate schedules (spikes), mahimahi traces, and jitter above 2^31-1 ns. A zero-length outage is a
+    no-op and is accepted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from lab.errors import UsageError
+from lab.link.model import Bernoulli, Direction, GilbertElliott, Link, Loss
+
+DOWNLINK_SEED_OFFSET = 0
+UPLINK_SEED_OFFSET = 1
+SEED_MODULUS = 2**64
+U32_MAX = 2**32 - 1
+
+FRAME_BYTES = 1514  # a 1500-byte IP packet plus the 14-byte Ethernet header tbf counts
+TBF_MIN_BURST_BYTES = 2 * FRAME_BYTES
+TBF_BURST_S = 0.001
+QUEUE_PACKET_BYTES = 1500  # linkem's packet limit expressed in bytes for tbf
+
+ORDER_KEEPING_RATE_BPS = 100 * 10**9
+UNLIMITED_RATE_BPS = 10 * 10**9  # assumed peak rate of an unlimited direction (for netem's limit only)
+NETEM_MIN_LIMIT = 1000  # netem's own default
+NETEM_LIMIT_HEADROOM = 2
+NETEM_AVG_PACKET_BYTES = 500
+MIN_FRAME_BYTES = 64
+NETEM_MAX_SIGMAS = 4  # |table value| <= 32767 / NETEM_DIST_SCALE (8192) < 4
+NETEM_MAX_JITTER_NS = 2**31 - 1  # sch_netem caps jitter at INT_MAX ns
+
+ROOT_HANDLE = "1:"
+NETEM_CLASS = "1:1"
+TBF_HANDLE = "10:"
+
+ErrorKind = Literal["ok", "no-netem", "syntax"]
+
+
+@dataclass(frozen=True)
+class NetemPlan:
+    """The commands to run in order after `clear_commands()` (each starts with "tc" and must succeed), and
+    human-readable remarks on the choices made."""
+
+    commands: list[list[str]]
+    notes: list[str]
+
+
+class NetemUnsupported(UsageError):
+    """The link uses a feature static netem cannot emulate (exit 2)."""
+
+
+def plan(link: Link, client_if: str, server_if: str) -> NetemPlan:
+    """The tc commands that make the router's egress behave like `link`, to run after `clear_commands()`;
+    only impaired directions get commands. Raises NetemUnsupported for what netem cannot do."""
+    _check_interfaces(client_if, server_if)
+    problems = _unsupported(link)
+    if problems:
+        name, why = problems[0]
+        raise NetemUnsupported(f"netem backend cannot emulate {name} ({why}): use --shaper linkem")
+    commands: list[list[str]] = []
+    notes: list[str] = []
+    for name, dev, d, seed in _directions(link, client_if, server_if):
+        if not _impaired(d):
+            notes.append(f"{name} ({dev}): no impairment, no netem (the interface keeps its default qdisc)")
+            continue
+        cmds, why = _direction_commands(name, dev, d, seed)
+        commands += cmds
+        notes += why
+    if any(_impaired(d) for _, _, d, _ in _directions(link, client_if, server_if)):
+        notes.append("seeds: netem's PRNG differs from linkem's, so the same seed gives the same loss and "
+                     "jitter distributions but not the same drop positions (seed needs Linux 6.6+)")
+    return NetemPlan(commands=commands, notes=notes)
+
+
+def clear_commands(client_if: str, server_if: str) -> list[list[str]]:
+    """Delete both root qdiscs (back to the default qdisc). With nothing installed they fail ("Error: Cannot
+    delete qdisc with handle of zero."): the caller ignores errors of these."""
+    return [["tc", "qdisc", "del", "dev", dev, "root"] for dev in (client_if, server_if)]
+
+
+def unsupported_features(link: Link) -> list[str]:
+    """The fields netem cannot emulate, e.g. ["downlink.outage", "uplink.rate_schedule"]; [] if none."""
+    return [name for name, _ in _unsupported(link)]
+
+
+def probe_command(dev: str) -> list[str]:
+    """A harmless netem qdisc (on a dummy interface) whose error tells whether the kernel has netem."""
+    return ["tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", "1ms"]
+
+
+# Printed by tc when its own parsing fails (q_netem.c, q_tbf.c, tc_util.c / utils.c).
+_SYNTAX_MARKERS = (
+    "illegal", "usage:", "parse error", "what is", "invalid", "requires", "required", "mandatory",
+    "not allowed", "duplicate", "unknown parameter", "unknown loss parameter", "no distribution data",
+    "specified but", "not possible", "too large", "tbf:", "garbage",
+)
+# Printed after tc parsed the line successfully and the kernel has no sch_netem. Seen on a kernel with tbf but
+# without netem: "Error: Specified qdisc kind is unknown." for the netem line and "Error: Failed to find
+# specified qdisc." for the tbf child (its netem parent could not be created). Older kernels say "Specified
+# qdisc not found" or only "RTNETLINK answers: No such file or directory"; "Unknown qdisc" is tc's own
+# message for a qdisc kind it has no parser for.
+_NO_NETEM_MARKERS = (
+    "specified qdisc kind is unknown", "specified qdisc not found", "unknown qdisc",
+    "rtnetlink answers: no such file or directory", "failed to find specified qdisc",
+)
+
+
+def classify_tc_error(stderr: str) -> ErrorKind:
+    """What a tc command's stderr means: "ok" (nothing, or only warnings), "no-netem" (the line parsed but the
+    kernel lacks netem), "syntax" (tc rejected the line). Any other failure is reported as "syntax" too: the
+    line did not go through and missing netem does not explain it."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    text = "\n".join(lines).lower()
+    if not lines or all(ln.lower().startswith("warning:") for ln in lines):
+        return "ok"
+    if any(m in text for m in _SYNTAX_MARKERS):
+        return "syntax"
+    if any(m in text for m in _NO_NETEM_MARKERS):
+        return "no-netem"
+    return "syntax"
+
+
+def _check_interfaces(client_if: str, server_if: str) -> None:
+    if not client_if or not server_if or client_if == server_if:
+        raise ValueError(f"need two distinct interfaces, got {client_if!r} and {server_if!r}")
+
+
+def _directions(link: Link, client_if: str, server_if: str) -> list[tuple[str, str, Direction, int]]:
+    return [
+        ("downlink", client_if, link.downlink, (link.seed + DOWNLINK_SEED_OFFSET) % SEED_MODULUS),
+        ("uplink", server_if, link.uplink, (link.seed + UPLINK_SEED_OFFSET) % SEED_MODULUS),
+    ]
+
+
+def _unsupported(link: Link) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for name, d in (("downlink", link.downlink), ("uplink", link.uplink)):
+        if d.outage is not None and d.outage.down_s > 0:
+            out.append((f"{name}.outage", "periodic outages"))
+        if d.rate_schedule is not None:
+            out.append((f"{name}.rate_schedule", "a time-varying rate"))
+        if d.trace_ms is not None:
+            out.append((f"{name}.trace_ms", "a mahimahi delivery trace"))
+        if _ns(d.jitter_s) > NETEM_MAX_JITTER_NS:
+            out.append((f"{name}.jitter_s", "jitter above 2.147 s, netem caps it at 2^31-1 ns"))
+    return out
+
+
+def _us(seconds: float) -> int:
+    return round(seconds * 1e6)
+
+
+def _ns(seconds: float) -> int:
+    return round(seconds * 1e9)
+
+
+def _impaired(d: Direction) -> bool:
+    return d.rate_bps is not None or _us(d.delay_s) > 0 or _us(d.jitter_s) > 0 or d.loss.mean > 0
+
+
+def _direction_commands(name: str, dev: str, d: Direction, seed: int) -> tuple[list[list[str]], list[str]]:
+    limit, limit_why = _netem_limit(d)
+    netem, notes = _netem_args(d, seed)
+    notes = [f"{name} ({dev}): {n}" for n in [f"netem limit {limit} packets ({limit_why})", *notes]]
+    cmds = [["tc", "qdisc", "replace", "dev", dev, "root", "handle", ROOT_HANDLE, "netem",
+             "limit", str(limit), *netem]]
+    if d.rate_bps is not None:
+        burst = _tbf_burst(d.rate_bps)
+        queue, queue_why = _queue_bytes(d)
+        cmds.append(["tc", "qdisc", "replace", "dev", dev, "parent", NETEM_CLASS, "handle", TBF_HANDLE, "tbf",
+                     "rate", f"{d.rate_bps}bit", "burst", str(burst), "limit", str(queue)])
+        notes.append(f"{name} ({dev}): tbf burst {burst} bytes (max(2 frames, 1 ms at the rate)), "
+                     f"limit {queue} bytes ({queue_why}); tbf counts 14-byte Ethernet headers too")
+    return cmds, notes
+
+
+def _netem_args(d: Direction, seed: int) -> tuple[list[str], list[str]]:
+    args: list[str] = []
+    notes: list[str] = []
+    delay_us, jitter_us = _us(d.delay_s), _us(d.jitter_s)
+    if jitter_us > 0:
+        if d.jitter_dist != "uniform" and delay_us == 0:
+            delay_us = 1
+            notes.append("delay 1 us instead of 0: netem takes a jitter distribution only with a delay")
+        args += ["delay", f"{delay_us}us", f"{jitter_us}us"]
+        if d.jitter_dist != "uniform":  # netem's jitter without a table is uniform in [delay-j, delay+j)
+            args += ["distribution", d.jitter_dist]
+    elif delay_us > 0:
+        args += ["delay", f"{delay_us}us"]
+    args += _loss_args(d.loss)
+    if jitter_us > 0 and not d.reorder:
+        args += ["rate", f"{ORDER_KEEPING_RATE_BPS}bit"]
+        notes.append(f"netem rate {ORDER_KEEPING_RATE_BPS}bit keeps packets in order despite jitter")
+    args += ["seed", str(seed)]
+    return args, notes
+
+
+def _loss_args(loss: Loss) -> list[str]:
+    if loss.mean <= 0:
+        return []
+    if isinstance(loss, Bernoulli):
+        return ["loss", "random", _pct(loss.p)]
+    if isinstance(loss, GilbertElliott):
+        # tc's `loss gemodel p r 1-h 1-k`: "1-h" is the loss probability in the bad state, "1-k" in the good
+        # one (see the module docstring).
+        return ["loss", "gemodel", _pct(loss.p), _pct(loss.r), _pct(loss.loss_bad), _pct(loss.loss_good)]
+    return []
+
+
+def _pct(p: float) -> str:
+    """A probability as tc's percent: 0.01 -> "1%"; 8 decimals is finer than netem's 2^-32 resolution."""
+    return f"{p * 100:.8f}".rstrip("0").rstrip(".") + "%"
+
+
+def _tbf_burst(rate_bps: int) -> int:
+    return min(U32_MAX, max(TBF_MIN_BURST_BYTES, math.ceil(rate_bps / 8 * TBF_BURST_S)))
+
+
+def _queue_bytes(d: Direction) -> tuple[int, str]:
+    limits: list[tuple[int, str]] = []
+    if d.queue_packets is not None:
+        limits.append((d.queue_packets * QUEUE_PACKET_BYTES, f"{d.queue_packets} packets x 1500 bytes"))
+    if d.queue_limit_bytes is not None:
+        given = d.queue_bytes is not None
+        limits.append((d.queue_limit_bytes, "as given" if given else "one BDP, the model's default"))
+    if not limits:
+        raise ValueError("a queue limit needs a rate")
+    n, why = min(limits)
+    return min(n, U32_MAX), why
+
+
+def _netem_limit(d: Direction) -> tuple[int, str]:
+    rate = d.peak_rate_bps or UNLIMITED_RATE_BPS
+    hold_s = d.delay_s + NETEM_MAX_SIGMAS * d.jitter_s
+    in_delay_line = NETEM_LIMIT_HEADROOM * rate / 8 * hold_s / NETEM_AVG_PACKET_BYTES
+    in_queue = _queue_bytes(d)[0] / MIN_FRAME_BYTES if d.rate_bps is not None else 0.0
+    limit = min(U32_MAX, max(NETEM_MIN_LIMIT, math.ceil(in_delay_line + in_queue)))
+    parts = ["never the drop point: 2x the delay line in 500-byte packets"]
+    if d.rate_bps is not None:
+        parts.append(" + the tbf queue in 64-byte frames")
+    parts.append(f", at least {NETEM_MIN_LIMIT}")
+    if not d.peak_rate_bps:
+        parts.append("; rate unlimited: 10 Gbit/s assumed")
+    return limit, "".join(parts)

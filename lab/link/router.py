@@ -1,0 +1,54 @@
+"""Commands to the router container (its control script, images/router/router.sh)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from python_on_whales.exceptions import DockerException
+
+from lab import config, docker
+from lab.errors import EnvironmentProblem
+
+
+@dataclass(frozen=True)
+class Interfaces:
+    client_side: str  # egress toward the client: the downlink is shaped here
+    server_side: str  # egress toward the server: the uplink is shaped here
+
+
+def run(*args: str) -> str:
+    try:
+        return docker.exec_in(config.ROUTER_CONTAINER, list(args))
+    except DockerException as e:
+        raise EnvironmentProblem(f"router command {' '.join(args[:3])} failed: "
+                                 f"{(e.stderr or '').strip() or e}") from None
+
+
+def try_run(*args: str) -> tuple[int, str]:
+    """Run and return (exit code, stderr) instead of raising."""
+    try:
+        docker.exec_in(config.ROUTER_CONTAINER, list(args))
+        return 0, ""
+    except DockerException as e:
+        return e.return_code, (e.stderr or "").strip()
+
+
+@cache
+def interfaces() -> Interfaces:
+    fields = dict(kv.split("=", 1) for kv in run("quiclab-router", "ifaces").split())
+    return Interfaces(client_side=fields["client"], server_side=fields["server"])
+
+
+@cache
+def has_netem() -> bool:
+    code, _ = try_run("quiclab-router", "netem-probe")
+    return code == 0
+
+
+def path() -> str:
+    return run("quiclab-router", "path").strip()
+
+
+def set_path(which: str) -> None:
+    run("quiclab-router", "path", which)

@@ -1,0 +1,95 @@
+"""Choose a backend and put a link in force at the router.
+
+`auto` uses tc netem where the kernel has sch_netem and the link needs nothing netem cannot do; otherwise
+linkem. Both shape the egress toward each receiver with the same parameter model (lab/link/model.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from lab.errors import EnvironmentProblem, UsageError
+from lab.link import linkem, netem, router
+from lab.link.model import Link
+
+Backend = Literal["netem", "linkem"]
+BACKENDS = ("auto", "netem", "linkem")
+
+
+@dataclass(frozen=True)
+class Choice:
+    backend: Backend
+    reason: str
+
+
+def choose(requested: str, link: Link) -> Choice:
+    if requested not in BACKENDS:
+        raise UsageError(f"unknown shaper {requested!r}: allowed are {', '.join(BACKENDS)}")
+    kernel_netem = router.has_netem()
+    if requested == "netem":
+        if not kernel_netem:
+            raise UsageError("--shaper netem: this kernel has no sch_netem (tc says 'Specified qdisc kind is "
+                             "unknown'); use --shaper linkem or auto")
+        return Choice("netem", "forced with --shaper netem")
+    if requested == "linkem":
+        return Choice("linkem", "forced with --shaper linkem")
+    if not kernel_netem:
+        return Choice("linkem", "the kernel has no sch_netem")
+    missing = netem.unsupported_features(link)
+    if missing:
+        return Choice("linkem", f"netem cannot emulate {', '.join(missing)}")
+    return Choice("netem", "the kernel has sch_netem")
+
+
+def apply(link: Link, requested: str = "auto") -> tuple[Choice, Link]:
+    """Put `link` in force; returns the backend used and the link as the backend reports it."""
+    choice = choose(requested, link)
+    ifs = router.interfaces()
+    if choice.backend == "linkem":
+        if router.has_netem():
+            for cmd in netem.clear_commands(ifs.client_side, ifs.server_side):
+                router.try_run(*cmd)
+        in_force = linkem.apply(link)
+        if router.path() != "linkem":
+            router.set_path("linkem")
+        return choice, in_force
+    plan = netem.plan(link, ifs.client_side, ifs.server_side)
+    linkem.apply(Link())  # linkem idles unimpaired while netem shapes (and if the path is switched back)
+    router.set_path("kernel")
+    for cmd in netem.clear_commands(ifs.client_side, ifs.server_side):
+        router.try_run(*cmd)
+    for cmd in plan.commands:
+        code, err = router.try_run(*cmd)
+        if code != 0:
+            raise EnvironmentProblem(f"tc failed ({err}) for: {' '.join(cmd)}")
+    return choice, link
+
+
+def in_force() -> tuple[Backend, Link | str]:
+    """What shapes the link now: linkem's config, or netem's qdiscs as tc shows them."""
+    if router.path() == "linkem":
+        return "linkem", linkem.current()
+    ifs = router.interfaces()
+    text = "\n".join(router.run("tc", "qdisc", "show", "dev", i).strip() for i in (ifs.client_side, ifs.server_side))
+    return "netem", text
+
+
+def check_netem_syntax(link: Link) -> list[str]:
+    """Run netem's command lines for `link` against a scratch interface in the router; return the problems.
+
+    On a kernel without sch_netem tc still parses every option in userspace before the kernel refuses the
+    qdisc kind, so a refusal for that reason means the syntax is right.
+    """
+    ifs = router.interfaces()
+    problems = []
+    for cmd in netem.plan(link, ifs.client_side, ifs.server_side).commands:
+        args = list(cmd[1:])
+        if "parent" in args:  # a child qdisc: check it at the scratch root
+            i = args.index("parent")
+            args[i:i + 2] = ["root"]
+        code, err = router.try_run("quiclab-router", "tc-check", *args)
+        verdict = "ok" if code == 0 else netem.classify_tc_error(err)
+        if verdict == "syntax":
+            problems.append(f"{' '.join(cmd)}: {err}")
+    return problems

@@ -1,0 +1,204 @@
+"""Link specs as users write them (CLI flags, scenario files): key=value strings -> a validated Link.
+
+Keys (each applies to both directions unless given in a `down`/`up` override):
+  rate     bottleneck rate: 500kbit, 10mbit, 1gbit            delay   one-way delay: 20ms, 1.5s (plain = ms)
+  rtt      round-trip time; sets delay = rtt/2 per direction   jitter  delay variation: 5ms
+  dist     jitter distribution: uniform|normal|pareto|paretonormal
+  reorder  yes|no: let jitter reorder packets (default no: order kept)
+  loss     Bernoulli loss: 0.1%, 1%, 5%
+  ge       Gilbert-Elliott loss "p,r[,loss_good,loss_bad]" in %: e.g. 1%,30% (p good->bad, r bad->good)
+  queue    drop-tail limit: 100p (packets) or 64kB / 1MiB (bytes); default one BDP
+  outage   "every:down[:offset]", e.g. 10s:200ms: link down for 200 ms every 10 s
+  spikes   "every:duration:percent", e.g. 5s:200ms:10%: rate drops to 10 % for 200 ms every 5 s
+  trace    a mahimahi packet-delivery trace file (one ms timestamp per 1500-byte opportunity)
+  seed     random seed for loss and jitter (whole link only)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from lab.errors import UsageError
+from lab.link.model import Bernoulli, Direction, GilbertElliott, Link, NoLoss, Outage, RateSchedule
+from lab.link.units import parse_duration, parse_percent, parse_rate
+from lab.sizes import parse_size
+
+DIRECTION_KEYS = ("rate", "delay", "jitter", "dist", "reorder", "loss", "ge", "queue", "outage", "spikes", "trace")
+LINK_KEYS = ("rtt", "seed", *DIRECTION_KEYS)
+_TRUE = {"yes", "true", "on", "1"}
+_FALSE = {"no", "false", "off", "0"}
+
+Spec = Mapping[str, Any]
+
+
+def parse_link(common: Spec, down: Spec | None = None, up: Spec | None = None) -> Link:
+    _check_keys(common, LINK_KEYS, "link")
+    _check_keys(down or {}, DIRECTION_KEYS, "downlink")
+    _check_keys(up or {}, DIRECTION_KEYS, "uplink")
+    base = {k: v for k, v in common.items() if k not in ("rtt", "seed")}
+    if "rtt" in common:
+        if "delay" in common:
+            raise UsageError("give either rtt or delay, not both (rtt sets delay = rtt/2 in each direction)")
+        base["delay"] = f"{parse_duration(str(common['rtt']), 'rtt') / 2}s"
+    seed = _int(common.get("seed", 1), "seed", 0, 2**64 - 1)
+    try:
+        return Link(
+            downlink=_direction({**base, **(down or {})}, "downlink"),
+            uplink=_direction({**base, **(up or {})}, "uplink"),
+            seed=seed,
+        )
+    except ValidationError as e:
+        raise UsageError(_one_line(e)) from None
+
+
+def parse_assignments(items: list[str], what: str) -> dict[str, str]:
+    """['rate=5mbit', 'loss=1%'] or ['rate=5mbit,loss=1%'] -> {'rate': '5mbit', 'loss': '1%'}."""
+    out: dict[str, str] = {}
+    for item in items:
+        for part in item.split(";") if ";" in item else _split_commas(item):
+            if not part.strip():
+                continue
+            key, sep, value = part.partition("=")
+            if not sep:
+                raise UsageError(f"invalid {what} setting {part!r}: expected key=value, e.g. rate=5mbit")
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _split_commas(item: str) -> list[str]:
+    # 'ge=1%,30%,rate=5mbit': a comma starts a new setting only when what follows looks like key=...
+    parts: list[str] = []
+    for chunk in item.split(","):
+        if parts and "=" not in chunk:
+            parts[-1] += "," + chunk
+        else:
+            parts.append(chunk)
+    return parts
+
+
+def _check_keys(spec: Spec, allowed: tuple[str, ...], where: str) -> None:
+    for k in spec:
+        if k not in allowed:
+            raise UsageError(f"unknown {where} parameter {k!r}: allowed are {', '.join(allowed)}")
+
+
+def _direction(spec: Spec, name: str) -> Direction:
+    d: dict[str, Any] = {}
+    s = {k: str(v) if not isinstance(v, bool) else ("yes" if v else "no") for k, v in spec.items()}
+    if "rate" in s:
+        d["rate_bps"] = parse_rate(s["rate"], f"{name} rate")
+    if "delay" in s:
+        d["delay_s"] = parse_duration(s["delay"], f"{name} delay")
+    if "jitter" in s:
+        d["jitter_s"] = parse_duration(s["jitter"], f"{name} jitter")
+    if "dist" in s:
+        d["jitter_dist"] = s["dist"]
+    if "reorder" in s:
+        d["reorder"] = _bool(s["reorder"], f"{name} reorder")
+    if "loss" in s and "ge" in s:
+        raise UsageError(f"give either loss or ge for the {name}, not both")
+    if "loss" in s:
+        p = parse_percent(s["loss"], f"{name} loss")
+        d["loss"] = Bernoulli(p=p) if p > 0 else NoLoss()
+    if "ge" in s:
+        d["loss"] = _gilbert_elliott(s["ge"], name)
+    if "queue" in s:
+        d.update(_queue(s["queue"], name))
+    if "outage" in s:
+        d["outage"] = _outage(s["outage"], name)
+    if "spikes" in s:
+        d["rate_schedule"] = _spikes(s["spikes"], d.get("rate_bps"), name)
+    if "trace" in s:
+        d["trace_ms"] = read_trace(Path(s["trace"]))
+    return Direction(**d)
+
+
+def _bool(v: str, what: str) -> bool:
+    if v.lower() in _TRUE:
+        return True
+    if v.lower() in _FALSE:
+        return False
+    raise UsageError(f"invalid {what} {v!r}: expected yes or no")
+
+
+def _int(v: object, what: str, lo: int, hi: int) -> int:
+    try:
+        n = int(str(v))
+    except ValueError:
+        raise UsageError(f"invalid {what} {v!r}: expected a whole number") from None
+    if not lo <= n <= hi:
+        raise UsageError(f"invalid {what} {v!r}: allowed is {lo}..{hi}")
+    return n
+
+
+def _gilbert_elliott(v: str, name: str) -> GilbertElliott:
+    parts = [p for p in v.split(",") if p.strip()]
+    if not 2 <= len(parts) <= 4:
+        raise UsageError(f"invalid {name} ge {v!r}: expected p,r[,loss_good,loss_bad] in %, e.g. 1%,30%")
+    nums = [parse_percent(p, f"{name} ge value") for p in parts]
+    if nums[1] == 0:
+        raise UsageError(f"invalid {name} ge {v!r}: r (bad->good) must be more than 0%")
+    keys = ["p", "r", "loss_good", "loss_bad"]
+    return GilbertElliott(**dict(zip(keys, nums, strict=False)))
+
+
+def _queue(v: str, name: str) -> dict[str, int]:
+    t = v.strip().lower()
+    if t.endswith("p") and t[:-1].isdigit():
+        n = int(t[:-1])
+        if n <= 0:
+            raise UsageError(f"invalid {name} queue {v!r}: must be at least 1 packet")
+        return {"queue_packets": n}
+    try:
+        n = parse_size(v)
+    except UsageError:
+        raise UsageError(f"invalid {name} queue {v!r}: expected packets (100p) or bytes (64kB, 1MiB)") from None
+    if n < 1500:
+        raise UsageError(f"invalid {name} queue {v!r}: must hold at least one 1500-byte packet")
+    return {"queue_bytes": n}
+
+
+def _outage(v: str, name: str) -> Outage:
+    parts = v.split(":")
+    if len(parts) not in (2, 3):
+        raise UsageError(f"invalid {name} outage {v!r}: expected every:down[:offset], e.g. 10s:200ms")
+    every, down = (parse_duration(p, f"{name} outage time") for p in parts[:2])
+    offset = parse_duration(parts[2], f"{name} outage offset") if len(parts) == 3 else 0.0
+    if every <= 0 or down > every:
+        raise UsageError(f"invalid {name} outage {v!r}: the period must be > 0 and at least the down time")
+    return Outage(period_s=every, down_s=down, offset_s=offset)
+
+
+def _spikes(v: str, rate: int | None, name: str) -> RateSchedule:
+    parts = v.split(":")
+    if len(parts) != 3:
+        raise UsageError(f"invalid {name} spikes {v!r}: expected every:duration:percent, e.g. 5s:200ms:10%")
+    if rate is None:
+        raise UsageError(f"{name} spikes need a rate to drop from: give rate too")
+    every = parse_duration(parts[0], f"{name} spikes period")
+    dur = parse_duration(parts[1], f"{name} spikes duration")
+    frac = parse_percent(parts[2], f"{name} spikes level")
+    if not 0 < dur < every:
+        raise UsageError(f"invalid {name} spikes {v!r}: the duration must be > 0 and shorter than the period")
+    return RateSchedule(period_s=every, steps=[(0.0, rate), (round(every - dur, 6), round(rate * frac))])
+
+
+def read_trace(path: Path) -> list[int]:
+    try:
+        lines = path.read_text().split()
+    except OSError as e:
+        raise UsageError(f"cannot read trace file {str(path)!r}: {e.strerror}") from None
+    try:
+        return [int(x) for x in lines]
+    except ValueError:
+        raise UsageError(f"invalid trace file {str(path)!r}: expected one whole millisecond per line") from None
+
+
+def _one_line(e: ValidationError) -> str:
+    err = e.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"])
+    return f"invalid link parameter {loc}: {err['msg']}".replace("\n", " ")

@@ -1,0 +1,99 @@
+"""Measurement helpers for the integration tests: pings, UDP probes and captures through the real router."""
+
+from __future__ import annotations
+
+import base64
+import re
+import statistics
+import struct
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from lab import config, docker
+from lab.link import router
+
+PROBE_PORT = 9999
+
+
+def client(*cmd: str) -> str:
+    return docker.exec_in(config.CLIENT_CONTAINER, list(cmd))
+
+
+def ping_rtts_ms(count: int, interval_s: float, target: str = config.SERVER_IP) -> list[float]:
+    out = client("ping", "-n", "-c", str(count), "-i", f"{interval_s:g}", "-W", "5", target)
+    return [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
+
+
+def ping_timed(duration_s: float, interval_s: float = 0.002) -> list[tuple[float, float]]:
+    """(unix time the reply arrived, rtt in s) for pings sent every interval for duration."""
+    count = int(duration_s / interval_s)
+    out = client("ping", "-n", "-D", "-c", str(count), "-i", f"{interval_s:g}", "-W", "2", config.SERVER_IP)
+    return [(float(ts), float(rtt) / 1000) for ts, rtt in re.findall(r"\[([\d.]+)\].*time=([\d.]+) ms", out)]
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def udp_burst(n: int, port: int = PROBE_PORT, dst: str = config.SERVER_IP) -> None:
+    """Send n UDP datagrams carrying sequence numbers 0..n-1 from the client to the server, as fast as bash can."""
+    client("bash", "-c", f"for ((i=0;i<{n};i++)); do echo $i >/dev/udp/{dst}/{port}; done")
+
+
+@dataclass
+class Capture:
+    payloads: list[bytes] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+
+    def seqs(self) -> list[int]:
+        return [int(p.strip()) for p in self.payloads if p.strip().isdigit()]
+
+
+def parse_pcap(data: bytes) -> Capture:
+    """Minimal pcap reader (Ethernet, IPv4, UDP): payloads and timestamps."""
+    cap = Capture()
+    magic = struct.unpack("<I", data[:4])[0]
+    endian = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
+    nano = magic in (0xA1B23C4D, 0x4D3CB2A1)
+    off = 24
+    while off + 16 <= len(data):
+        sec, frac, incl, _ = struct.unpack(endian + "IIII", data[off:off + 16])
+        pkt = data[off + 16:off + 16 + incl]
+        off += 16 + incl
+        if len(pkt) < 14 + 20 or pkt[12:14] != b"\x08\x00":
+            continue
+        ihl = (pkt[14] & 0x0F) * 4
+        if pkt[23] != 17:
+            continue
+        cap.payloads.append(pkt[14 + ihl + 8:])
+        cap.times.append(sec + frac / (1e9 if nano else 1e6))
+    return cap
+
+
+@contextmanager
+def capture(iface: str, bpf: str) -> Iterator[Capture]:
+    """tcpdump in the router on `iface` while the block runs; the Capture fills in when it ends."""
+    path = "/tmp/quiclab-test.pcap"
+    router.run("rm", "-f", path)
+    docker.client().container.execute(config.ROUTER_CONTAINER, ["tcpdump", "-i", iface, "-n", "-U", "-s", "200",
+                                                                "-w", path, *bpf.split()], detach=True)
+    time.sleep(0.7)  # tcpdump needs a moment to attach
+    result = Capture()
+    try:
+        yield result
+    finally:
+        time.sleep(0.5)
+        router.try_run("pkill", "-INT", "tcpdump")
+        time.sleep(0.5)
+        raw = base64.b64decode(router.run("base64", "-w0", path))
+        parsed = parse_pcap(raw)
+        result.payloads, result.times = parsed.payloads, parsed.times
+
+
+def iface_tx(iface: str) -> tuple[int, int]:
+    """(bytes, packets) the router sent on an interface (kernel counters, independent of linkem)."""
+    b = int(router.run("cat", f"/sys/class/net/{iface}/statistics/tx_bytes"))
+    p = int(router.run("cat", f"/sys/class/net/{iface}/statistics/tx_packets"))
+    return b, p

@@ -1,0 +1,83 @@
+"""Issue 'the lab': real transfers over all three protocols through the router, verified."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from python_on_whales.exceptions import DockerException
+
+from lab import config, docker
+from lab.endpoints import get_client
+from lab.link import router
+from lab.protocols import Protocol
+from lab.transfer import run_transfer
+
+from .probes import client
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.mark.parametrize("protocol", list(Protocol))
+def test_transfer_through_router_is_verified(clean_link, protocol):
+    r = run_transfer(get_client("curl"), "nginx", protocol, 1_000_000, timeout_s=60)
+    assert r.ok, r.failure
+    assert r.http_version == protocol.http_version
+    assert r.bytes == 1_000_000 and r.sha256 == r.sha256_expected
+    assert r.handshake_s and r.ttfb_s and r.total_s and r.total_s >= r.ttfb_s >= r.handshake_s
+
+
+def test_cli_h3_10MB_json(clean_link):
+    p = subprocess.run([sys.executable, "-m", "lab", "run", "--protocol", "h3", "--size", "10MB", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout.strip())
+    assert doc["http_version"] == "3" and doc["bytes"] == 10_000_000
+    assert doc["sha256"] == doc["sha256_expected"] and len(doc["sha256"]) == 64
+
+
+def test_any_size_is_served_and_verified(clean_link):
+    r = run_transfer(get_client("curl"), "nginx", Protocol.H2, 123_457, timeout_s=60)
+    assert r.ok and r.bytes == 123_457, r.failure
+
+
+def _reaches_server() -> bool:
+    out = client("quiclab-fetch", "--http1.1", "-sS", "--cacert", config.CA_FILE, "--connect-timeout", "2",
+                 "--max-time", "4", f"https://{config.SERVER_NAME}/healthz")
+    return json.loads(out)["exit"] == 0
+
+
+def test_router_is_the_only_path(clean_link):
+    route = client("ip", "route", "get", config.SERVER_IP)
+    assert f"via {config.ROUTER_CLIENT_SIDE_IP}" in route
+    assert _reaches_server()
+    router.run("quiclab-router", "forwarding", "off")
+    try:
+        assert not _reaches_server(), "the client reached the server with the router's forwarding off"
+        with pytest.raises(DockerException):
+            client("ping", "-c", "2", "-i", "0.2", "-W", "1", config.SERVER_IP)
+    finally:
+        router.run("quiclab-router", "forwarding", "on")
+    assert _reaches_server()
+
+
+def test_client_and_server_hold_no_net_admin(lab_up):
+    for container in (config.CLIENT_CONTAINER, config.SERVER_CONTAINER):
+        with pytest.raises(DockerException) as e:
+            docker.exec_in(container, ["ip", "route", "add", "10.99.0.0/24", "dev", "eth0"])
+        assert "not permitted" in (e.value.stderr or "").lower()
+    caps = {c.name: c.host_config.cap_add or [] for c in docker.client().container.list()
+            if c.name.startswith("quiclab-")}
+    assert {n for n, c in caps.items() if "NET_ADMIN" in c} == {config.ROUTER_CONTAINER}
+
+
+def test_lab_networks_are_internal_and_ports_loopback_only(lab_up):
+    d = docker.client()
+    for net in ("quiclab_clientnet", "quiclab_servernet", "quiclab_mgmt"):
+        assert d.network.inspect(net).internal is True
+    for c in d.container.list():
+        for bindings in (c.network_settings.ports or {}).values():
+            for b in bindings or []:
+                assert b["HostIp"] == "127.0.0.1", (c.name, b)

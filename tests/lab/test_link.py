@@ -1,0 +1,195 @@
+"""Issue 'link emulation': real traffic through the router, measured outside the emulator where possible
+(ping in the client, tcpdump and kernel interface counters in the router)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import pytest
+
+from lab.endpoints import get_client
+from lab.link import linkem, router, shaper
+from lab.link.model import Link
+from lab.link.spec import parse_link
+from lab.protocols import Protocol
+from lab.transfer import run_transfer
+
+from .probes import PROBE_PORT, capture, iface_tx, median, ping_rtts_ms, ping_timed, udp_burst
+
+pytestmark = pytest.mark.lab
+
+
+def shape(**spec: object) -> Link:
+    _, in_force = shaper.apply(parse_link(spec), "linkem")
+    return in_force
+
+
+@pytest.mark.parametrize("rtt_ms", [10, 80, 160, 800])
+def test_ping_rtt_matches_configured(clean_link, rtt_ms):
+    shape(rtt=f"{rtt_ms}ms")
+    count = 40 if rtt_ms < 500 else 8
+    rtts = ping_rtts_ms(count, 0.02 if rtt_ms < 100 else 0.1)
+    assert len(rtts) == count
+    tolerance = max(0.5, 0.02 * rtt_ms)
+    assert abs(median(rtts) - rtt_ms) <= tolerance, f"median {median(rtts):.2f} ms for {rtt_ms} ms ({rtts})"
+
+
+def _bulk(protocol: Protocol, rate_mbit: int, seconds: float = 5.0):
+    size = int(rate_mbit * 1e6 / 8 * seconds)
+    r = run_transfer(get_client("curl"), "nginx", protocol, size, timeout_s=120)
+    assert r.ok, r.failure
+    # Goodput of the data phase: payload bytes over first byte .. last byte (handshake and request excluded).
+    return r.bytes * 8 / (r.total_s - r.ttfb_s)
+
+
+@pytest.mark.parametrize("rate_mbit", [5, 20, 100])
+@pytest.mark.parametrize("protocol", [Protocol.H1, Protocol.H3])
+def test_bulk_goodput_close_to_rate(clean_link, protocol, rate_mbit):
+    shape(rate=f"{rate_mbit}mbit", rtt="10ms")
+    goodput = _bulk(protocol, rate_mbit)
+    ratio = goodput / (rate_mbit * 1e6)
+    assert 0.90 <= ratio <= 1.0, f"{protocol.label} goodput {goodput / 1e6:.2f} Mbit/s at {rate_mbit} Mbit/s"
+
+
+def _binomial_99(n: int, p: float) -> tuple[float, float]:
+    sd = math.sqrt(n * p * (1 - p))
+    return n * p - 2.576 * sd, n * p + 2.576 * sd
+
+
+@pytest.mark.parametrize("loss_pct", [1, 5])
+def test_bernoulli_loss_inside_binomial_interval(clean_link, loss_pct):
+    n = 20_000
+    shape(loss=f"{loss_pct}%", seed=loss_pct)
+    server_if = router.interfaces().server_side
+    with capture(server_if, f"udp and dst port {PROBE_PORT}") as cap:
+        udp_burst(n)
+    lost = n - len(set(cap.seqs()))
+    lo, hi = _binomial_99(n, loss_pct / 100)
+    assert lo <= lost <= hi, f"{lost} of {n} lost at {loss_pct} % (99 % interval {lo:.0f}..{hi:.0f})"
+
+
+def test_gilbert_elliott_mean_loss_and_burst(clean_link):
+    n = 100_000
+    link = shape(ge="1%,30%", seed=7)
+    model = link.uplink.loss
+    server_if = router.interfaces().server_side
+    with capture(server_if, f"udp and dst port {PROBE_PORT}") as cap:
+        udp_burst(n)
+    got = set(cap.seqs())
+    lost = [i not in got for i in range(n)]
+    bursts, run = [], 0
+    for x in lost:
+        if x:
+            run += 1
+        elif run:
+            bursts.append(run)
+            run = 0
+    mean_loss = sum(lost) / n
+    mean_burst = sum(bursts) / len(bursts)
+    assert abs(mean_loss - model.mean) <= 0.10 * model.mean, f"mean loss {mean_loss:.4f} vs {model.mean:.4f}"
+    assert abs(mean_burst - model.mean_burst) <= 0.10 * model.mean_burst, f"burst {mean_burst:.2f}"
+
+
+@pytest.mark.parametrize(("reorder", "expect_reordering"), [(False, False), (True, True)])
+def test_jitter_keeps_order_unless_asked(clean_link, reorder, expect_reordering):
+    shape(delay="40ms", jitter="10ms", reorder=reorder)
+    server_if = router.interfaces().server_side
+    with capture(server_if, f"udp and dst port {PROBE_PORT}") as cap:
+        udp_burst(3000)
+    seqs = cap.seqs()
+    assert len(seqs) == 3000
+    inversions = sum(1 for a, b in itertools.pairwise(seqs) if b < a)
+    assert (inversions > 0) == expect_reordering, f"{inversions} inversions with reorder={reorder}"
+
+
+def _schedule_mean(steps: list[tuple[float, float]], period: float, t0: float, t1: float) -> float:
+    """Mean rate of a looping piecewise-constant schedule over [t0, t1] (seconds since it was applied)."""
+    ends = [t for t, _ in steps[1:]] + [period]
+
+    def integral(t: float) -> float:
+        k, rem = divmod(t, period)
+        full = sum((e - s) * r for (s, r), e in zip(steps, ends, strict=True))
+        part = sum(max(0.0, min(e, rem) - s) * r for (s, r), e in zip(steps, ends, strict=True))
+        return k * full + part
+
+    return (integral(t1) - integral(t0)) / (t1 - t0)
+
+
+def _wire_rate_during_transfer(size: int) -> tuple[float, float, float]:
+    """Downlink IP bit rate measured by the kernel counters of the router's client-side interface while a
+    bulk HTTP/1.1 download runs; returns (rate, start, end) in host monotonic seconds."""
+    client_if = router.interfaces().client_side
+    b0, p0 = iface_tx(client_if)
+    r = run_transfer(get_client("curl"), "nginx", Protocol.H1, size, timeout_s=120)
+    end = time.monotonic()
+    assert r.ok, r.failure
+    b1, p1 = iface_tx(client_if)
+    ip_bytes = (b1 - b0) - 14 * (p1 - p0)  # minus Ethernet headers: linkem's rate counts IP bytes
+    data_start = end - (r.total_s - r.ttfb_s)
+    return ip_bytes * 8 / (r.total_s - r.ttfb_s), data_start, end
+
+
+def test_rate_schedule_spikes_average(clean_link):
+    t_apply = time.monotonic()
+    link = shape(rate="20mbit", spikes="1s:200ms:10%", rtt="10ms")
+    sched = link.downlink.rate_schedule
+    assert sched is not None
+    rate, start, end = _wire_rate_during_transfer(int(16.4e6 / 8 * 8))
+    expected = _schedule_mean(sched.steps, sched.period_s, start - t_apply, end - t_apply)
+    assert abs(rate - expected) <= 0.05 * expected, f"{rate / 1e6:.2f} vs {expected / 1e6:.2f} Mbit/s"
+
+
+def test_mahimahi_trace_average(clean_link, tmp_path):
+    # 100 ms period: 2 opportunities per ms for 50 ms, then 1 every 2 ms for 50 ms -> mean 15 Mbit/s
+    lines = [t for t in range(50) for _ in range(2)] + list(range(50, 100, 2)) + [100]
+    trace = tmp_path / "wobbly.trace"
+    trace.write_text("\n".join(map(str, lines)) + "\n")
+    link = shape(trace=str(trace), rtt="10ms")
+    mean = link.downlink.effective_rate_bps
+    assert mean is not None
+    rate, _, _ = _wire_rate_during_transfer(int(mean / 8 * 6))
+    assert abs(rate - mean) <= 0.05 * mean, f"{rate / 1e6:.2f} vs {mean / 1e6:.2f} Mbit/s"
+
+
+def test_runtime_change_takes_effect_within_100ms(clean_link):
+    shape(delay="5ms")
+    import threading
+    samples: list[tuple[float, float]] = []
+    pinger = threading.Thread(target=lambda: samples.extend(ping_timed(2.0)))
+    pinger.start()
+    time.sleep(1.0)
+    t0 = time.time()
+    linkem.apply(parse_link({"delay": "25ms"}))
+    t_applied = time.time()
+    pinger.join()
+    assert t_applied - t0 < 0.1, f"the change took {1000 * (t_applied - t0):.0f} ms to apply"
+    # A reply that arrived at ts was sent at ts - rtt. Every echo sent >= 100 ms after the request has the new
+    # delay both ways (50 ms RTT); every echo whose reply was back before the request had the old (10 ms).
+    after = [rtt for ts, rtt in samples if ts - rtt >= t0 + 0.1]
+    before = [rtt for ts, rtt in samples if ts < t0]
+    assert after and before
+    assert all(rtt > 0.045 for rtt in after), "a packet sent 100 ms after the change still had the old delay"
+    assert all(rtt < 0.02 for rtt in before)
+
+
+def test_forcing_netem_without_netem_is_a_clear_error(lab_up):
+    if router.has_netem():
+        pytest.skip("this kernel has sch_netem: the error path for its absence cannot run here")
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "lab", "shape", "--rtt", "20ms", "--shaper", "netem"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "sch_netem" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("spec", [
+    {"rtt": "160ms", "rate": "5mbit", "loss": "1%"},
+    {"delay": "40ms", "jitter": "10ms", "dist": "normal"},
+    {"delay": "40ms", "jitter": "10ms", "reorder": True, "ge": "1%,30%,0%,100%"},
+    {"rate": "100mbit", "queue": "200p", "delay": "5ms"},
+])
+def test_netem_command_lines_parse_in_the_router(lab_up, spec):
+    """On a kernel without sch_netem the netem backend's tc lines are still checked (syntax, by tc itself)."""
+    assert shaper.check_netem_syntax(parse_link(spec)) == []
