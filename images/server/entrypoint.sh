@@ -19,4 +19,7 @@ cp "$pki/ca.pem" /certs/ca.pem.tmp && mv /certs/ca.pem.tmp /certs/ca.pem
 # Standard objects (decimal sizes: 10 kB, 100 kB, 1 MB, 10 MB); others are made on demand by quiclab-object.
 for n in ${QUICLAB_OBJECTS:-10000 100000 1000000 10000000}; do quiclab-object "$n" >/dev/null; done
 
+# iperf3 for the link self-checks and benchmarks (raw TCP/UDP capacity through the router).
+iperf3 --server --daemon --logfile /tmp/iperf3.log
+
 exec nginx -g 'daemon off;'

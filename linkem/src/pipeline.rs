@@ -148,17 +148,16 @@ impl Pipeline {
     /// Apply a new configuration at `now`. Queued and delayed packets are
     /// kept; the packet being serialized keeps its completion time. Loss,
     /// delay and jitter apply to packets arriving from now on; queued packets
-    /// are served at the new rate; schedules and outages restart at `now`.
+    /// are served at the new rate; schedules, outages and the random streams restart at `now`.
     pub fn reconfigure(&mut self, cfg: &DirectionConfig, seed: u64, now: Time) {
         self.advance(now);
-        if seed != self.seed {
-            self.seed = seed;
-            self.loss
-                .reseed(Rng::for_stage(seed, self.salt * 16 + SALT_LOSS));
-            self.jitter_rng = Rng::for_stage(seed, self.salt * 16 + SALT_JITTER);
-        }
+        // Every applied configuration restarts the random streams (and the Gilbert-Elliott chain, in its
+        // good state) from the seed: the same config + the same packet sequence after it = the same drops and
+        // delays, which is what makes paired runs comparable.
+        self.seed = seed;
+        self.loss = Loss::new(&cfg.loss, Rng::for_stage(seed, self.salt * 16 + SALT_LOSS));
+        self.jitter_rng = Rng::for_stage(seed, self.salt * 16 + SALT_JITTER);
         self.outage = Outage::new(cfg.outages.as_ref(), now);
-        self.loss.reconfigure(&cfg.loss);
         self.server = build_server(cfg, now);
         self.busy_until = self.busy_until.max(now);
         self.queue.set_limits(cfg.queue_limits());

@@ -42,18 +42,25 @@ def udp_burst(n: int, port: int = PROBE_PORT, dst: str = config.SERVER_IP) -> No
     client("bash", "-c", f"for ((i=0;i<{n};i++)); do echo $i >/dev/udp/{dst}/{port}; done")
 
 
+MARKER_PORT = PROBE_PORT - 1
+
+
 @dataclass
 class Capture:
     payloads: list[bytes] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
+    ports: list[int] = field(default_factory=list)
 
-    def seqs(self) -> list[int]:
-        return [int(p.strip()) for p in self.payloads if p.strip().isdigit()]
+    def seqs(self, port: int = PROBE_PORT) -> list[int]:
+        return [int(p.strip()) for p, dport in zip(self.payloads, self.ports, strict=True)
+                if dport == port and p.strip().isdigit()]
 
 
 def parse_pcap(data: bytes) -> Capture:
-    """Minimal pcap reader (Ethernet, IPv4, UDP): payloads and timestamps."""
+    """Minimal pcap reader (Ethernet, IPv4, UDP): payloads, destination ports and timestamps."""
     cap = Capture()
+    if len(data) < 24:
+        return cap
     magic = struct.unpack("<I", data[:4])[0]
     endian = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
     nano = magic in (0xA1B23C4D, 0x4D3CB2A1)
@@ -65,31 +72,49 @@ def parse_pcap(data: bytes) -> Capture:
         if len(pkt) < 14 + 20 or pkt[12:14] != b"\x08\x00":
             continue
         ihl = (pkt[14] & 0x0F) * 4
-        if pkt[23] != 17:
+        if pkt[23] != 17 or len(pkt) < 14 + ihl + 8:
             continue
+        cap.ports.append(struct.unpack("!H", pkt[14 + ihl + 2:14 + ihl + 4])[0])
         cap.payloads.append(pkt[14 + ihl + 8:])
         cap.times.append(sec + frac / (1e9 if nano else 1e6))
     return cap
 
 
+def _read_pcap(path: str) -> Capture:
+    return parse_pcap(base64.b64decode(router.run("base64", "-w0", path)))
+
+
 @contextmanager
-def capture(iface: str, bpf: str) -> Iterator[Capture]:
-    """tcpdump in the router on `iface` while the block runs; the Capture fills in when it ends."""
+def capture(iface: str, port: int = PROBE_PORT) -> Iterator[Capture]:
+    """tcpdump in the router on `iface` (UDP to `port`) while the block runs; the Capture fills in at the end.
+
+    The block starts only once the capture provably sees packets: marker datagrams to MARKER_PORT are sent until
+    one shows up in the file (markers are excluded from `seqs()`)."""
     path = "/tmp/quiclab-test.pcap"
+    router.try_run("pkill", "-INT", "tcpdump")
     router.run("rm", "-f", path)
-    docker.client().container.execute(config.ROUTER_CONTAINER, ["tcpdump", "-i", iface, "-n", "-U", "-s", "200",
-                                                                "-w", path, *bpf.split()], detach=True)
-    time.sleep(0.7)  # tcpdump needs a moment to attach
+    docker.client().container.execute(
+        config.ROUTER_CONTAINER,
+        ["tcpdump", "-i", iface, "-n", "-U", "--immediate-mode", "-s", "200", "-w", path,
+         "udp", "and", "(", "dst", "port", str(port), "or", "dst", "port", str(MARKER_PORT), ")"], detach=True)
+    deadline = time.monotonic() + 20
+    while True:
+        udp_burst(1, MARKER_PORT)
+        time.sleep(0.1)
+        code, _ = router.try_run("test", "-s", path)
+        if code == 0 and MARKER_PORT in _read_pcap(path).ports:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError("tcpdump in the router never saw the marker datagrams")
     result = Capture()
     try:
         yield result
     finally:
         time.sleep(0.5)
         router.try_run("pkill", "-INT", "tcpdump")
-        time.sleep(0.5)
-        raw = base64.b64decode(router.run("base64", "-w0", path))
-        parsed = parse_pcap(raw)
-        result.payloads, result.times = parsed.payloads, parsed.times
+        time.sleep(0.3)
+        parsed = _read_pcap(path)
+        result.payloads, result.times, result.ports = parsed.payloads, parsed.times, parsed.ports
 
 
 def iface_tx(iface: str) -> tuple[int, int]:

@@ -16,7 +16,7 @@ from lab.link.spec import parse_link
 from lab.protocols import Protocol
 from lab.transfer import run_transfer
 
-from .probes import PROBE_PORT, capture, iface_tx, median, ping_rtts_ms, ping_timed, udp_burst
+from .probes import capture, iface_tx, median, ping_rtts_ms, ping_timed, udp_burst
 
 pytestmark = pytest.mark.lab
 
@@ -47,7 +47,11 @@ def _bulk(protocol: Protocol, rate_mbit: int, seconds: float = 5.0):
 @pytest.mark.parametrize("rate_mbit", [5, 20, 100])
 @pytest.mark.parametrize("protocol", [Protocol.H1, Protocol.H3])
 def test_bulk_goodput_close_to_rate(clean_link, protocol, rate_mbit):
-    shape(rate=f"{rate_mbit}mbit", rtt="10ms")
+    # Two bandwidth-delay products of buffer (at least 128 KiB): nginx's QUIC is NewReno, whose sawtooth leaves
+    # the link ~5 % idle behind a 1-BDP drop-tail queue; with 2 BDP the transport keeps the link busy, so this
+    # measures the shaper's rate rather than the congestion controller.
+    queue = max(128 * 1024, int(rate_mbit * 1e6 / 8 * 0.010 * 2))
+    shape(rate=f"{rate_mbit}mbit", rtt="10ms", queue=str(queue))
     goodput = _bulk(protocol, rate_mbit)
     ratio = goodput / (rate_mbit * 1e6)
     assert 0.90 <= ratio <= 1.0, f"{protocol.label} goodput {goodput / 1e6:.2f} Mbit/s at {rate_mbit} Mbit/s"
@@ -63,7 +67,7 @@ def test_bernoulli_loss_inside_binomial_interval(clean_link, loss_pct):
     n = 20_000
     shape(loss=f"{loss_pct}%", seed=loss_pct)
     server_if = router.interfaces().server_side
-    with capture(server_if, f"udp and dst port {PROBE_PORT}") as cap:
+    with capture(server_if) as cap:
         udp_burst(n)
     lost = n - len(set(cap.seqs()))
     lo, hi = _binomial_99(n, loss_pct / 100)
@@ -75,7 +79,7 @@ def test_gilbert_elliott_mean_loss_and_burst(clean_link):
     link = shape(ge="1%,30%", seed=7)
     model = link.uplink.loss
     server_if = router.interfaces().server_side
-    with capture(server_if, f"udp and dst port {PROBE_PORT}") as cap:
+    with capture(server_if) as cap:
         udp_burst(n)
     got = set(cap.seqs())
     lost = [i not in got for i in range(n)]
@@ -96,7 +100,7 @@ def test_gilbert_elliott_mean_loss_and_burst(clean_link):
 def test_jitter_keeps_order_unless_asked(clean_link, reorder, expect_reordering):
     shape(delay="40ms", jitter="10ms", reorder=reorder)
     server_if = router.interfaces().server_side
-    with capture(server_if, f"udp and dst port {PROBE_PORT}") as cap:
+    with capture(server_if) as cap:
         udp_burst(3000)
     seqs = cap.seqs()
     assert len(seqs) == 3000

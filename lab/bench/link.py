@@ -1,0 +1,103 @@
+"""Link emulator benchmark: forwarding capacity (kernel vs linkem), rate accuracy, delay error under load.
+
+All measurements run side by side in one invocation (this machine is noisy: compare ratios, not absolutes).
+Throughput comes from iperf3 (server -> client, i.e. the downlink) and from the router's kernel interface
+counters; delay error from pings while iperf3 loads the link.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass
+
+from lab import config, docker
+from lab.link import linkem, router, shaper
+from lab.link.model import Link
+from lab.link.spec import parse_link
+
+
+@dataclass
+class BenchResult:
+    kernel_gbps: float
+    linkem_gbps: float
+    linkem_vs_kernel: float
+    rate_accuracy: dict[str, dict[str, float]]
+    delay_error_ms: dict[str, float]
+    seconds_per_test: float
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+
+def _iperf(seconds: float) -> float:
+    """Receiver goodput (bit/s) of one TCP iperf3 run from the server to the client."""
+    out = docker.exec_in(config.CLIENT_CONTAINER, ["iperf3", "-c", config.SERVER_IP, "-R", "-J", "-t",
+                                                   f"{seconds:g}", "--connect-timeout", "3000"])
+    return float(json.loads(out)["end"]["sum_received"]["bits_per_second"])
+
+
+def _tx(iface: str) -> tuple[int, int]:
+    b = int(router.run("cat", f"/sys/class/net/{iface}/statistics/tx_bytes"))
+    p = int(router.run("cat", f"/sys/class/net/{iface}/statistics/tx_packets"))
+    return b, p
+
+
+def _percentile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
+
+
+def capacity(seconds: float) -> tuple[float, float]:
+    """(kernel-only, through linkem) unshaped forwarding goodput in bit/s."""
+    shaper.apply(Link(), "linkem")
+    router.set_path("kernel")
+    try:
+        kernel = _iperf(seconds)
+    finally:
+        router.set_path("linkem")
+    return kernel, _iperf(seconds)
+
+
+def rate_accuracy(rate_mbit: int, seconds: float) -> dict[str, float]:
+    shaper.apply(parse_link({"rate": f"{rate_mbit}mbit", "rtt": "10ms"}), "linkem")
+    iface = router.interfaces().client_side
+    b0, p0 = _tx(iface)
+    t0 = time.monotonic()
+    goodput = _iperf(seconds)
+    elapsed = time.monotonic() - t0
+    b1, p1 = _tx(iface)
+    ip_bits = ((b1 - b0) - 14 * (p1 - p0)) * 8
+    # The wire rate over the exec's wall time underestimates slightly (connection set-up is included).
+    return {"configured_mbit": rate_mbit, "goodput_mbit": goodput / 1e6, "goodput_ratio": goodput / (rate_mbit * 1e6),
+            "wire_mbit": ip_bits / elapsed / 1e6, "wire_ratio": ip_bits / elapsed / (rate_mbit * 1e6)}
+
+
+def delay_error(seconds: float, delay_ms: float = 20.0) -> dict[str, float]:
+    """Ping RTT minus configured RTT while an unshaped bulk TCP flow loads linkem."""
+    shaper.apply(parse_link({"delay": f"{delay_ms}ms"}), "linkem")
+    load = threading.Thread(target=_iperf, args=(seconds + 1,))
+    load.start()
+    time.sleep(0.5)
+    count = int(seconds / 0.005)
+    out = docker.exec_in(config.CLIENT_CONTAINER, ["ping", "-n", "-c", str(count), "-i",
+                                                   "0.005", config.SERVER_IP])
+    load.join()
+    rtts = [float(x.split("time=")[1].split()[0]) for x in out.splitlines() if "time=" in x]
+    errors = [r - 2 * delay_ms for r in rtts]
+    return {"configured_rtt_ms": 2 * delay_ms, "samples": len(errors), "p50": _percentile(errors, 0.5),
+            "p99": _percentile(errors, 0.99), "max": max(errors), "mean": statistics.fmean(errors)}
+
+
+def run(seconds: float = 5.0) -> BenchResult:
+    try:
+        kernel, through = capacity(seconds)
+        rates = {f"{r}mbit": rate_accuracy(r, seconds) for r in (100, 500)}
+        delay = delay_error(seconds)
+    finally:
+        shaper.apply(Link(), "linkem")
+        linkem.current()
+    return BenchResult(kernel_gbps=kernel / 1e9, linkem_gbps=through / 1e9, linkem_vs_kernel=through / kernel,
+                       rate_accuracy=rates, delay_error_ms=delay, seconds_per_test=seconds)

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated
+
+import typer
+
+from lab import config, lab, terminal
+from lab.bench import link as link_bench
+from lab.errors import UsageError
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def bench(
+        what: Annotated[str, typer.Argument(help="What to benchmark: link.")] = "link",
+        seconds: Annotated[float, typer.Option(help="Duration of each measurement.")] = 5.0,
+    ) -> None:
+        """Benchmark the link emulator (results/bench/; see docs/benchmarks.md)."""
+        if what != "link":
+            raise UsageError(f"unknown benchmark {what!r}: allowed is link")
+        if not 1 <= seconds <= 120:
+            raise UsageError(f"invalid --seconds {seconds:g}: allowed is 1..120")
+        lab.require_up()
+        with terminal.status("benchmarking the link (kernel vs linkem, rate accuracy, delay under load)"):
+            r = link_bench.run(seconds)
+        rows = [["unshaped forwarding, kernel only", f"{r.kernel_gbps:.2f} Gbit/s"],
+                ["unshaped forwarding, through linkem", f"{r.linkem_gbps:.2f} Gbit/s"],
+                ["linkem / kernel", f"{r.linkem_vs_kernel:.2f}"]]
+        for name, a in r.rate_accuracy.items():
+            rows.append([f"rate {name}: TCP goodput / configured", f"{a['goodput_ratio']:.3f}"])
+            rows.append([f"rate {name}: IP wire rate / configured", f"{a['wire_ratio']:.3f}"])
+        d = r.delay_error_ms
+        rows.append([f"delay error under load (RTT {d['configured_rtt_ms']:g} ms) p50 / p99 / max",
+                     f"{d['p50']:.3f} / {d['p99']:.3f} / {d['max']:.3f} ms"])
+        terminal.table("link emulator benchmark", ["measure", "value"], rows, right=["value"])
+        out = config.ROOT / "results" / "bench" / f"link-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(r.to_json())
+        terminal.success(f"written {out.relative_to(config.ROOT)}")

@@ -1,0 +1,119 @@
+"""report.html: one self-contained page (inline CSS, plots as inline SVG, no scripts, fonts or URLs)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from lab.results.schema import RunRecord
+from lab.results.stats import excluded_runs, exclusion_reason, ratios, summarize
+from lab.results.summary import (
+    CI_NOTE,
+    EXCLUSION_RULE,
+    NA,
+    RATIO_NOTE,
+    Table,
+    clean,
+    excluded_table,
+    header_items,
+    ratio_table,
+    self_check_table,
+    stats_table,
+)
+
+CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d232a;
+       margin: 0 auto; max-width: 1200px; padding: 1.5em 2em 4em; background: #fff; }
+h1 { font-size: 1.6em; margin-bottom: .2em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #d8dee4; }
+p.note { color: #57606a; margin: .3em 0 .8em; }
+table { border-collapse: collapse; margin: .5em 0 1em; font-variant-numeric: tabular-nums; }
+th, td { border: 1px solid #d0d7de; padding: .25em .6em; text-align: left; vertical-align: top; }
+th { background: #f3f5f7; } tr:nth-child(even) td { background: #fafbfc; }
+td.num { text-align: right; white-space: nowrap; }
+table.kv td:first-child { font-weight: 600; min-width: 11em; } table.kv td.num { text-align: left; }
+.plot { margin: 1em 0 2em; } .plot svg { width: 100%; max-width: 1000px; height: auto; display: block; }
+pre { background: #f6f8fa; padding: 1em; overflow-x: auto; font-size: 12px; }
+details summary { cursor: pointer; font-weight: 600; }
+"""
+_SVG_PROLOGUE = re.compile(r"<\?xml.*?\?>|<!DOCTYPE.*?>|<metadata>.*?</metadata>|<!--.*?-->", re.S)
+
+
+def _td(c: str) -> str:
+    numeric = c[:1].isdigit() or c == NA
+    return f'<td class="num">{escape(c)}</td>' if numeric else f"<td>{escape(c)}</td>"
+
+
+def html_table(table: Table, css_class: str = "", header: bool = True) -> str:
+    cols, rows = table
+    head = "<thead><tr>" + "".join(f"<th>{escape(c)}</th>" for c in cols) + "</tr></thead>" if header else ""
+    body = "".join("<tr>" + "".join(_td(c) for c in row) + "</tr>" for row in rows)
+    cls = f' class="{css_class}"' if css_class else ""
+    return f"<table{cls}>{head}<tbody>{body}</tbody></table>"
+
+
+def inline_svg(path: Path) -> str:
+    """An SVG file as an inline element: XML prologue, doctype, metadata and fixed size removed."""
+    if not path.is_file():
+        return f'<p class="note">plot missing: {escape(path.name)}</p>'
+    svg = _SVG_PROLOGUE.sub("", path.read_text()).strip()
+    return re.sub(r'(<svg\b[^>]*?)\s+width="[^"]*"\s+height="[^"]*"', r"\1", svg, count=1)
+
+
+def _kv(items: Sequence[tuple[str, str]]) -> str:
+    return html_table((["", ""], [[k, v] for k, v in items]), "kv", header=False)
+
+
+def _manifest_section(records: Sequence[RunRecord], manifest: dict[str, Any]) -> str:
+    parts = [_kv(header_items(records, manifest)[1:])]
+    versions = manifest.get("versions")
+    if isinstance(versions, dict) and versions:
+        parts += ["<h3>Versions</h3>", _kv([(str(k), clean(str(v), 300)) for k, v in versions.items()])]
+    if not manifest:
+        parts.append('<p class="note">manifest.json is missing or empty.</p>')
+    return "\n".join(parts)
+
+
+def _excluded_section(records: Sequence[RunRecord]) -> str:
+    runs = excluded_runs(records)
+    parts = [f'<p class="note">{escape(EXCLUSION_RULE)}</p>']
+    if not runs:
+        return parts[0] + "<p>No runs excluded.</p>"
+    parts += [f"<p>{len(runs)} of {len(records)} runs excluded.</p>", html_table(excluded_table(records)),
+              f"<details{' open' if len(runs) <= 50 else ''}><summary>Every excluded run</summary>",
+              html_table((["run", "status", "reason", "started"],
+                          [[r.run_key, exclusion_reason(r) or "", clean(r.failure, 400) or NA, r.started_at]
+                           for r in runs])),
+              "</details>"]
+    return "\n".join(parts)
+
+
+def report_html(records: Sequence[RunRecord], manifest: dict[str, Any], plot_dir: Path) -> str:
+    name = header_items(records, manifest)[0][1]
+    rat = ratios(records)
+    check = self_check_table(manifest)
+    sections = [
+        f"<h1>quiclab sweep {escape(name)}</h1>",
+        '<p class="note">HTTP/3 (QUIC) against HTTP/1.1 and HTTP/2 (TCP) through an emulated link.</p>',
+        "<h2>Sweep</h2>", _manifest_section(records, manifest),
+        "<h2>Transfer time and goodput per method</h2>", f'<p class="note">{escape(CI_NOTE)}</p>',
+        html_table(stats_table(summarize(records))) if records else "<p>No runs.</p>",
+        "<h2>HTTP/3 vs TCP</h2>", f'<p class="note">{escape(RATIO_NOTE)}</p>',
+        html_table(ratio_table(rat)) if rat else "<p>No HTTP/3 and TCP runs to compare.</p>",
+        "<h2>Plots</h2>",
+        f'<div class="plot">{inline_svg(plot_dir / "goodput.svg")}</div>',
+        f'<div class="plot">{inline_svg(plot_dir / "time.svg")}</div>',
+        "<h2>Excluded runs</h2>", _excluded_section(records),
+        "<h2>Shaper self-check</h2>",
+        html_table(check, "kv") if check else "<p>No self-check in the manifest.</p>",
+        "<h2>Manifest</h2>",
+        "<details><summary>manifest.json</summary><pre>"
+        f"{escape(json.dumps(manifest, indent=2, sort_keys=True, default=str))}</pre></details>",
+    ]
+    body = "\n".join(sections)
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>quiclab {escape(name)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")

@@ -1,0 +1,168 @@
+"""Reports of a synthetic sweep folder: every artifact written, one table row per point and protocol, exclusions
+stated, a self-contained HTML page, comparisons of two sweeps."""
+
+import json
+import re
+
+import pytest
+
+from lab.errors import UsageError
+from lab.results.report import build_report, compare_markdown, compare_sweeps
+from lab.results.schema import csv_text
+from tests.unit.test_stats import make_record
+
+LOSSES = (0.0, 0.5, 1.0, 3.0)
+PROTOCOLS = ("h1", "h2", "h3")
+REPEATS = 4
+FAILED = {(1, "h3", 2): ("failed", "curl exit 56: connection reset"), (3, "h1", 0): ("timeout", "no answer in 120 s")}
+
+
+def make_sweep(folder, name="loss-demo", slow=1.0, x_name="loss_pct"):
+    """A results folder: 4 points x 3 protocols x 4 repeats, two runs excluded."""
+    folder.mkdir(parents=True, exist_ok=True)
+    recs = []
+    for p, loss in enumerate(LOSSES):
+        for pr in PROTOCOLS:
+            for rep in range(REPEATS):
+                base = {"h1": 2.0, "h2": 2.1, "h3": 1.6}[pr] * (1 + loss) * slow
+                status, failure = FAILED.get((p, pr, rep), ("ok", ""))
+                x = loss if x_name == "loss_pct" else float(p)
+                recs.append(make_record(point=p, protocol=pr, repeat=rep, total_s=base * (1 + 0.03 * rep),
+                                        status=status, failure=failure, x=x, x_name=x_name,
+                                        label=f"loss={loss:g}% rtt=40ms" if x_name == "point" else None,
+                                        sweep=name))
+    (folder / "runs.csv").write_text(csv_text(recs))
+    manifest = {"name": name, "scenario": "connectify-loss", "preset": "quick", "started_at": "2024-06-01T12:00:00Z",
+                "git_commit": "0123abcd", "shaper": "linkem", "repeats": REPEATS,
+                "versions": {"curl": "8.9.1", "nginx": "1.27.1"},
+                "self_check": {"rtt": {"configured_ms": 40, "measured_ms": 40.8},
+                               "rate": {"configured_mbit": 10, "measured_mbit": 9.71}}}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def _table_rows(md, header_start):
+    lines = md.splitlines()
+    i = next(n for n, ln in enumerate(lines) if ln.startswith(header_start))
+    rows = []
+    for ln in lines[i + 2:]:
+        if not ln.startswith("|"):
+            break
+        rows.append(ln)
+    return rows
+
+
+def test_build_report_writes_every_artifact(tmp_path):
+    folder = make_sweep(tmp_path / "20240601-loss")
+    paths = build_report(folder)
+    names = {p.relative_to(folder).as_posix() for p in paths}
+    assert names == {"summary.md", "plots/goodput.png", "plots/goodput.svg", "plots/time.png", "plots/time.svg",
+                     "report.html"}
+    for p in paths:
+        assert p.stat().st_size > 500, p
+    assert not [p for p in folder.rglob(".*tmp*")], "temporary files left behind"
+    assert build_report(folder) == paths  # rebuilds in place
+
+
+def test_summary_rows_and_exclusions(tmp_path):
+    folder = make_sweep(tmp_path / "s")
+    build_report(folder)
+    md = (folder / "summary.md").read_text()
+    rows = _table_rows(md, "| parameter | method |")
+    assert len(rows) == len(LOSSES) * len(PROTOCOLS)
+    assert rows[0].startswith("| loss=0% | HTTP/1.1 curl→nginx | 4 | 2.09 [2.04\u20132.14] |")
+    assert any("HTTP/3 curl→nginx | 3 |" in r and "1 (failed 1)" in r for r in rows)
+    for needle in ("loss-demo", "connectify-loss", "0123abcd", "linkem", "## HTTP/3 vs TCP", "## Excluded runs",
+                   "statistics exclude runs whose status is not ok", "curl exit 56: connection reset",
+                   "no answer in 120 s", "2 of 48 runs excluded", "## Shaper self-check", "measured_ms: 40.8"):
+        assert needle.lower() in md.lower(), needle
+    ratio_rows = _table_rows(md, "| parameter | client→server | comparison |")
+    assert len(ratio_rows) == len(LOSSES) * 2
+    assert "| HTTP/3 / HTTP/1.1 | 4 | 0.800 |" in ratio_rows[0]
+
+
+def test_html_is_self_contained(tmp_path):
+    folder = make_sweep(tmp_path / "s")
+    build_report(folder)
+    html = (folder / "report.html").read_text()
+    assert html.count("<svg") >= 2
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html, re.I)
+    assert "<script" not in html.lower() and "@import" not in html and not re.search(r"url\(\s*['\"]?(?!#)", html)
+    assert "curl exit 56: connection reset" in html and "<details" in html and "HTTP/3 vs TCP" in html
+
+
+def test_categorical_points_plot(tmp_path):
+    folder = make_sweep(tmp_path / "grid", x_name="point")
+    build_report(folder)
+    assert "loss=1% rtt=40ms" in (folder / "report.html").read_text()
+
+
+def test_all_failed_sweep_still_reports(tmp_path):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / "runs.csv").write_text(csv_text([make_record(status="failed", failure="image missing")]))
+    paths = build_report(folder)  # no manifest.json either
+    assert len(paths) == 6
+    assert "1 of 1 runs excluded" in (folder / "summary.md").read_text()
+
+
+def test_compare_two_sweeps(tmp_path):
+    a = make_sweep(tmp_path / "a", name="before")
+    b = make_sweep(tmp_path / "b", name="after", slow=2.0)
+    md = compare_markdown(a, b)
+    rows = _table_rows(md, "| parameter | method |")
+    assert len(rows) == len(LOSSES) * len(PROTOCOLS)
+    assert all("| 2.00 |" in r and "| 0.500 |" in r for r in rows), rows  # time B/A 2, goodput B/A 0.5
+    assert "before" in md and "after" in md
+    c = compare_sweeps(a, a)
+    assert not c.only_a and not c.only_b
+
+
+def test_compare_lists_rows_in_one_sweep_only(tmp_path):
+    a = make_sweep(tmp_path / "a")
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "runs.csv").write_text(csv_text([make_record(point=0, x=0.0, protocol="h3")]))
+    c = compare_sweeps(a, b)
+    assert len(c.table[1]) == 1 and len(c.only_a) == len(LOSSES) * len(PROTOCOLS) - 1 and c.only_b == []
+    assert "Only in A:" in compare_markdown(a, b)
+
+
+def test_missing_runs_csv_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match=r"no runs\.csv in") as e:
+        build_report(tmp_path / "nonexistent")
+    assert e.value.exit_code == 2 and "nonexistent" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_bad_manifest_is_a_usage_error(tmp_path):
+    folder = make_sweep(tmp_path / "s")
+    (folder / "manifest.json").write_text("{not json")
+    with pytest.raises(UsageError, match=r"manifest\.json"):
+        build_report(folder)
+
+
+def _cli():
+    import typer
+
+    from lab.cli import compare, report
+
+    app = typer.Typer()
+    report.register(app)
+    compare.register(app)
+    return app
+
+
+def test_cli_report_and_compare(tmp_path):
+    from typer.testing import CliRunner
+
+    a, b = make_sweep(tmp_path / "a"), make_sweep(tmp_path / "b", slow=2.0)
+    r = CliRunner().invoke(_cli(), ["report", str(a)])
+    assert r.exit_code == 0, r.output
+    assert "report.html" in r.output and "HTTP/3 curl→nginx" in r.output
+    before = sorted(p.name for p in b.iterdir())
+    r = CliRunner().invoke(_cli(), ["compare", str(a), str(b)])
+    assert r.exit_code == 0, r.output
+    assert "2.00" in r.output and "0.500" in r.output
+    assert sorted(p.name for p in b.iterdir()) == before  # compare writes nothing
+    r = CliRunner().invoke(_cli(), ["report", str(tmp_path / "nowhere")])
+    assert isinstance(r.exception, UsageError) and "nowhere" in str(r.exception)
