@@ -8,7 +8,7 @@ import typer
 from typer.exceptions import TyperException
 
 from lab import terminal
-from lab.cli import bench, build, compare, down, report, run, shape, status, up
+from lab.cli import bench, build, compare, down, presets, report, run, shape, status, sweep, up
 from lab.config import ENV_PROMETHEUS_PORT, ENV_TIMEOUT
 from lab.errors import QuiclabError
 
@@ -21,7 +21,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for module in (up, down, status, run, shape, bench, report, compare, build):
+for module in (up, down, status, run, shape, sweep, presets, report, compare, bench, build):
     module.register(app)
 
 

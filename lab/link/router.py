@@ -46,9 +46,15 @@ def has_netem() -> bool:
     return code == 0
 
 
-def path() -> str:
-    return run("quiclab-router", "path").strip()
+_path: dict[str, str] = {}  # which path is in force, as far as this process set or saw it
+
+
+def path(fresh: bool = False) -> str:
+    if fresh or "now" not in _path:
+        _path["now"] = run("quiclab-router", "path").strip()
+    return _path["now"]
 
 
 def set_path(which: str) -> None:
     run("quiclab-router", "path", which)
+    _path["now"] = which

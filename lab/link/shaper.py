@@ -47,11 +47,11 @@ def apply(link: Link, requested: str = "auto") -> tuple[Choice, Link]:
     choice = choose(requested, link)
     ifs = router.interfaces()
     if choice.backend == "linkem":
-        if router.has_netem():
-            for cmd in netem.clear_commands(ifs.client_side, ifs.server_side):
-                router.try_run(*cmd)
         in_force = linkem.apply(link)
-        if router.path() != "linkem":
+        if router.path() != "linkem":  # switching from kernel forwarding (and netem, if it shaped)
+            if router.has_netem():
+                for cmd in netem.clear_commands(ifs.client_side, ifs.server_side):
+                    router.try_run(*cmd)
             router.set_path("linkem")
         return choice, in_force
     plan = netem.plan(link, ifs.client_side, ifs.server_side)
@@ -68,7 +68,7 @@ def apply(link: Link, requested: str = "auto") -> tuple[Choice, Link]:
 
 def in_force() -> tuple[Backend, Link | str]:
     """What shapes the link now: linkem's config, or netem's qdiscs as tc shows them."""
-    if router.path() == "linkem":
+    if router.path(fresh=True) == "linkem":
         return "linkem", linkem.current()
     ifs = router.interfaces()
     text = "\n".join(router.run("tc", "qdisc", "show", "dev", i).strip() for i in (ifs.client_side, ifs.server_side))

@@ -9,9 +9,12 @@ use thiserror::Error;
 pub const USAGE: &str = "\
 usage:
   linkem run --tun NAME --downlink CIDR --uplink CIDR [--listen ADDR] [--config FILE]
+  linkem run --tun-down NAME --tun-up NAME --downlink CIDR --uplink CIDR [--listen ADDR] [--config FILE]
   linkem show [--addr ADDR]
   linkem set [--addr ADDR] FILE|-
   linkem check FILE|-
+--tun: one TUN device for both directions; --tun-down/--tun-up: one device (and thread) per direction,
+routed by arrival interface (packets toward the client into --tun-down, toward the server into --tun-up)
 defaults: --listen 0.0.0.0:9100, --addr 127.0.0.1:9100";
 
 /// A failed command: `BadInput` exits 2, `Runtime` exits 1.
@@ -103,19 +106,46 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
         "run" => {
             let (f, pos) = split(
                 rest,
-                &["--tun", "--downlink", "--uplink", "--listen", "--config"],
+                &[
+                    "--tun",
+                    "--tun-down",
+                    "--tun-up",
+                    "--downlink",
+                    "--uplink",
+                    "--listen",
+                    "--config",
+                ],
             )?;
             no_positionals(&pos)?;
             let need = |n: &str| flag(&f, n).ok_or_else(|| bad(format!("run: {n} is required")));
             let cidr = |n: &str| -> Result<Cidr, CliError> {
                 need(n)?.parse().map_err(|e| bad(format!("{n}: {e}")))
             };
+            let (tun, tun_up) = match (
+                flag(&f, "--tun"),
+                flag(&f, "--tun-down"),
+                flag(&f, "--tun-up"),
+            ) {
+                (Some(t), None, None) => (t, None),
+                (None, Some(d), Some(u)) if d != u => (d, Some(u)),
+                (None, Some(_), Some(_)) => {
+                    return Err(bad("run: --tun-down and --tun-up must be different devices"))
+                }
+                (None, None, None) => return Err(bad("run: --tun is required")),
+                (None, _, _) => {
+                    return Err(bad("run: --tun-down and --tun-up go together"))
+                }
+                (Some(_), _, _) => {
+                    return Err(bad("run: use either --tun or --tun-down/--tun-up"))
+                }
+            };
             let config = match flag(&f, "--config") {
                 Some(file) => load_config(&file)?,
                 None => Config::default(),
             };
             Ok(Command::Run(Box::new(RunOptions {
-                tun: need("--tun")?,
+                tun,
+                tun_up,
                 downlink: cidr("--downlink")?,
                 uplink: cidr("--uplink")?,
                 listen: flag(&f, "--listen").unwrap_or_else(|| "0.0.0.0:9100".into()),

@@ -1,8 +1,10 @@
 //! Control plane: a small HTTP server thread.
 //!
 //! `GET /metrics`, `GET /config`, `PUT /config` (also POST), `GET /healthz`.
-//! New configurations are validated here, handed to the main loop through a
-//! channel plus an eventfd wakeup, and acknowledged once applied.
+//! New configurations are validated here, handed to the loop(s) through a
+//! channel plus an eventfd wakeup each, and acknowledged once every loop has
+//! applied them. With one loop per TUN device (`--tun-down`/`--tun-up`) each
+//! loop publishes its own snapshot and `GET /metrics` shows their sum.
 
 use crate::config::Config;
 use crate::http::{read_request, write_response};
@@ -13,13 +15,50 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// State shared between the loop (writer) and the control thread (reader).
+/// State shared between the loop(s) (writers) and the control thread (reader).
 #[derive(Debug, Default)]
 pub struct Shared {
+    /// Published by the first (or only) loop.
     pub snapshot: Mutex<Snapshot>,
     pub config: Mutex<Config>,
+    /// Published by the other loops, one slot each (empty with a single loop).
+    pub others: Vec<Mutex<Snapshot>>,
+}
+
+impl Shared {
+    /// Shared state for `loops` loops (at least one).
+    pub fn for_loops(loops: usize) -> Shared {
+        Shared {
+            others: (1..loops).map(|_| Mutex::default()).collect(),
+            ..Shared::default()
+        }
+    }
+
+    /// Where loop `i` publishes its snapshot.
+    pub fn slot(&self, i: usize) -> &Mutex<Snapshot> {
+        match i {
+            0 => &self.snapshot,
+            _ => &self.others[i - 1],
+        }
+    }
+
+    /// The sum of all loops' snapshots, as `GET /metrics` shows it.
+    pub fn merged_snapshot(&self) -> Snapshot {
+        let mut s = lock(&self.snapshot).clone();
+        for o in &self.others {
+            s.merge(&lock(o));
+        }
+        s
+    }
+}
+
+/// How the control thread reaches one loop.
+#[derive(Debug, Clone)]
+pub struct LoopHandle {
+    pub tx: Sender<ConfigRequest>,
+    pub waker: Arc<Waker>,
 }
 
 /// A configuration for the main loop to apply; it answers on `applied`.
@@ -34,12 +73,22 @@ pub fn channel() -> (Sender<ConfigRequest>, Receiver<ConfigRequest>) {
     mpsc::channel()
 }
 
-/// Serve the control API on `listener` until the process exits.
+/// Serve the control API on `listener` until the process exits (one loop).
 pub fn spawn(
     listener: TcpListener,
     shared: Arc<Shared>,
     tx: Sender<ConfigRequest>,
     waker: Arc<Waker>,
+) -> std::io::Result<JoinHandle<()>> {
+    spawn_loops(listener, shared, vec![LoopHandle { tx, waker }])
+}
+
+/// Serve the control API on `listener` until the process exits; a new
+/// configuration goes to every loop in `loops`.
+pub fn spawn_loops(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    loops: Vec<LoopHandle>,
 ) -> std::io::Result<JoinHandle<()>> {
     thread::Builder::new()
         .name("linkem-control".into())
@@ -48,7 +97,7 @@ pub fn spawn(
                 let Ok(stream) = conn else { continue };
                 let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
                 let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
-                handle(&stream, &shared, &tx, &waker);
+                handle(&stream, &shared, &loops);
             }
         })
 }
@@ -57,7 +106,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn handle(stream: &TcpStream, shared: &Shared, tx: &Sender<ConfigRequest>, waker: &Waker) {
+fn handle(stream: &TcpStream, shared: &Shared, loops: &[LoopHandle]) {
     const JSON: &str = "application/json";
     const TEXT: &str = "text/plain; charset=utf-8";
     let req = match read_request(stream) {
@@ -70,7 +119,7 @@ fn handle(stream: &TcpStream, shared: &Shared, tx: &Sender<ConfigRequest>, waker
     let path = req.path.split('?').next().unwrap_or("");
     let (status, ctype, body) = match (req.method.as_str(), path) {
         ("GET", "/metrics") => {
-            let snap = lock(&shared.snapshot).clone();
+            let snap = shared.merged_snapshot();
             (
                 200,
                 metrics::CONTENT_TYPE,
@@ -78,7 +127,7 @@ fn handle(stream: &TcpStream, shared: &Shared, tx: &Sender<ConfigRequest>, waker
             )
         }
         ("GET", "/config") => (200, JSON, lock(&shared.config).to_json() + "\n"),
-        ("PUT" | "POST", "/config") => put_config(&req.body, tx, waker),
+        ("PUT" | "POST", "/config") => put_config(&req.body, loops),
         ("GET", "/healthz") => (200, TEXT, "ok\n".to_string()),
         (_, "/metrics" | "/config" | "/healthz") => (405, TEXT, "method not allowed\n".to_string()),
         _ => (404, TEXT, "not found\n".to_string()),
@@ -86,11 +135,7 @@ fn handle(stream: &TcpStream, shared: &Shared, tx: &Sender<ConfigRequest>, waker
     let _ = write_response(stream, status, ctype, body.as_bytes());
 }
 
-fn put_config(
-    body: &[u8],
-    tx: &Sender<ConfigRequest>,
-    waker: &Waker,
-) -> (u16, &'static str, String) {
+fn put_config(body: &[u8], loops: &[LoopHandle]) -> (u16, &'static str, String) {
     const TEXT: &str = "text/plain; charset=utf-8";
     let text = match std::str::from_utf8(body) {
         Ok(t) => t,
@@ -100,23 +145,37 @@ fn put_config(
         Ok(c) => c,
         Err(e) => return (400, TEXT, format!("{e}\n")),
     };
-    let (ack_tx, ack_rx) = mpsc::sync_channel(1);
-    if tx
-        .send(ConfigRequest {
-            config,
+    // Hand the config to every loop first, then wait for all of them: they apply it concurrently.
+    let mut acks = Vec::with_capacity(loops.len());
+    for l in loops {
+        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
+        let req = ConfigRequest {
+            config: config.clone(),
             applied: ack_tx,
-        })
-        .is_err()
-    {
-        return (503, TEXT, "emulator loop is not running\n".to_string());
+        };
+        if l.tx.send(req).is_err() {
+            return (503, TEXT, "emulator loop is not running\n".to_string());
+        }
+        l.waker.wake();
+        acks.push(ack_rx);
     }
-    waker.wake();
-    match ack_rx.recv_timeout(Duration::from_secs(2)) {
-        Ok(applied) => (200, "application/json", applied.to_json() + "\n"),
-        Err(_) => (
-            503,
-            TEXT,
-            "emulator loop did not apply the config in time\n".to_string(),
-        ),
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut applied = None;
+    for ack in acks {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match ack.recv_timeout(left) {
+            Ok(c) => applied = Some(c),
+            Err(_) => {
+                return (
+                    503,
+                    TEXT,
+                    "emulator loop did not apply the config in time\n".to_string(),
+                )
+            }
+        }
+    }
+    match applied {
+        Some(c) => (200, "application/json", c.to_json() + "\n"),
+        None => (503, TEXT, "emulator loop is not running\n".to_string()),
     }
 }

@@ -2,10 +2,11 @@
 
 use crate::cidr::Cidr;
 use crate::config::Config;
-use crate::control::{self, ConfigRequest, Shared};
+use crate::control::{self, ConfigRequest, LoopHandle, Shared};
 use crate::link::{Link, LinkVerdict};
 use crate::pipeline::Verdict;
 use crate::sys::{monotonic_now, ppoll, set_timer_slack, termination_signalfd, Waker};
+use std::thread;
 use crate::time::{Time, NS_PER_MS};
 use crate::tun::Tun;
 use std::collections::VecDeque;
@@ -18,7 +19,12 @@ use std::sync::{Arc, Mutex};
 /// Options of `linkem run`.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// The TUN device. Alone (`--tun`) it carries both directions; with `tun_up` (`--tun-down`) it carries
+    /// the packets routed toward the client.
     pub tun: String,
+    /// `--tun-up`: a second TUN device, served by its own loop on its own thread, carrying the packets routed
+    /// toward the server.
+    pub tun_up: Option<String>,
     pub downlink: Cidr,
     pub uplink: Cidr,
     pub listen: String,
@@ -29,17 +35,16 @@ const READ_BATCH: usize = 256;
 const PUBLISH_EVERY_NS: u64 = 50 * NS_PER_MS;
 const MAX_POOL: usize = 8192;
 const IDLE_TIMEOUT_NS: u64 = 1_000 * NS_PER_MS;
+/// Capacity of a fresh packet buffer; longer packets (MTU > 2048) still fit, with one extra copy.
+const BUF_CAP: usize = 2048;
 
 /// Recycled packet buffers, so the steady state does not allocate.
 #[derive(Debug, Default)]
 struct Pool(Vec<Vec<u8>>);
 
 impl Pool {
-    fn take(&mut self, data: &[u8]) -> Vec<u8> {
-        let mut b = self.0.pop().unwrap_or_else(|| Vec::with_capacity(2048));
-        b.clear();
-        b.extend_from_slice(data);
-        b
+    fn take(&mut self) -> Vec<u8> {
+        self.0.pop().unwrap_or_else(|| Vec::with_capacity(BUF_CAP))
     }
     fn give(&mut self, b: Vec<u8>) {
         if self.0.len() < MAX_POOL && b.capacity() <= 16 * 1024 {
@@ -52,48 +57,100 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Run until SIGINT/SIGTERM.
-pub fn run(opts: RunOptions) -> io::Result<()> {
-    let sigfd = termination_signalfd()?; // before spawning threads
-    let tun = Tun::open(&opts.tun)?;
+fn open_tun(name: &str) -> io::Result<Tun> {
+    let tun = Tun::open(name)?;
     if let Err(e) = tun.set_up() {
         eprintln!("linkem: warning: could not set {} up: {e}", tun.name());
     }
+    Ok(tun)
+}
+
+/// Run until SIGINT/SIGTERM (or until a loop fails).
+///
+/// One loop per TUN device. Each loop owns a whole [`Link`] (both pipelines and the pass-through), so any
+/// packet is shaped by its direction's configuration whichever device it arrives on; with the recommended
+/// routing (`--tun-down` gets only packets toward the client, `--tun-up` only those toward the server) each
+/// direction's pipeline lives in exactly one loop, and the two directions run on different cores.
+pub fn run(opts: RunOptions) -> io::Result<()> {
+    let sigfd = termination_signalfd()?; // before spawning threads
+    let mut tuns = vec![open_tun(&opts.tun)?];
+    if let Some(up) = &opts.tun_up {
+        tuns.push(open_tun(up)?);
+    }
     let listener = TcpListener::bind(&opts.listen)
         .map_err(|e| io::Error::new(e.kind(), format!("listen on {}: {e}", opts.listen)))?;
-    let shared = Arc::new(Shared::default());
+    let shared = Arc::new(Shared::for_loops(tuns.len()));
     *lock(&shared.config) = opts.config.clone();
-    let waker = Arc::new(Waker::new()?);
-    let (tx, rx) = control::channel();
-    control::spawn(listener, shared.clone(), tx, waker.clone())?;
-    set_timer_slack(1_000);
+    let quit = Arc::new(Waker::new()?);
+    let names: Vec<String> = tuns.iter().map(|t| t.name().to_string()).collect();
+    let start = monotonic_now();
+    let mut loops = Vec::new();
+    let mut handles = Vec::new();
+    for (index, tun) in tuns.into_iter().enumerate() {
+        let waker = Arc::new(Waker::new()?);
+        let (tx, rx) = control::channel();
+        handles.push(LoopHandle {
+            tx,
+            waker: waker.clone(),
+        });
+        loops.push(Loop {
+            index,
+            tun,
+            link: Link::new(opts.downlink, opts.uplink, opts.config.clone(), start),
+            shared: shared.clone(),
+            rx,
+            waker,
+            quit: quit.clone(),
+            pool: Pool::default(),
+            pending: VecDeque::new(),
+            write_errors: 0,
+        });
+    }
+    control::spawn_loops(listener, shared, handles)?;
     eprintln!(
         "linkem: {} downlink={} uplink={} control=http://{}",
-        tun.name(),
+        names.join(" + "),
         opts.downlink,
         opts.uplink,
         opts.listen
     );
-    let link = Link::new(opts.downlink, opts.uplink, opts.config, monotonic_now());
-    Loop {
-        tun,
-        link,
-        shared,
-        rx,
-        waker,
-        pool: Pool::default(),
-        pending: VecDeque::new(),
-        write_errors: 0,
+    let sig = sigfd.as_raw_fd();
+    let first = loops.remove(0);
+    let mut threads = Vec::new();
+    for l in loops {
+        let quit = quit.clone();
+        let t = thread::Builder::new()
+            .name(format!("linkem-{}", l.index))
+            .spawn(move || {
+                set_timer_slack(1_000);
+                let r = l.run(sig);
+                quit.wake();
+                r
+            })?;
+        threads.push(t);
     }
-    .run(sigfd.as_raw_fd())
+    set_timer_slack(1_000);
+    let mut result = first.run(sig);
+    quit.wake();
+    for t in threads {
+        let r = t
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("loop thread panicked")));
+        result = result.and(r);
+    }
+    result
 }
 
 struct Loop {
+    /// Which snapshot slot this loop publishes to (0 = the first device).
+    index: usize,
     tun: Tun,
     link: Link,
     shared: Arc<Shared>,
     rx: Receiver<ConfigRequest>,
     waker: Arc<Waker>,
+    /// Woken when any loop ends, so the others end too.
+    quit: Arc<Waker>,
     pool: Pool,
     pending: VecDeque<Vec<u8>>,
     write_errors: u64,
@@ -104,7 +161,7 @@ const SPIN_BEFORE_NS: u64 = 200_000;
 
 impl Loop {
     fn run(mut self, sigfd: i32) -> io::Result<()> {
-        let mut scratch = vec![0u8; 65536];
+        let mut overflow = vec![0u8; 65536];
         let mut last_publish = Time::ZERO;
         let mut dirty = true;
         loop {
@@ -143,10 +200,20 @@ impl Loop {
                     events: libc::POLLIN,
                     revents: 0,
                 },
+                libc::pollfd {
+                    fd: self.quit.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
             ];
             ppoll(&mut fds, Some(timeout))?;
             if fds[2].revents != 0 {
-                eprintln!("linkem: signal received, exiting");
+                if self.index == 0 {
+                    eprintln!("linkem: signal received, exiting");
+                }
+                return Ok(());
+            }
+            if fds[3].revents != 0 {
                 return Ok(());
             }
             if fds[1].revents != 0 {
@@ -155,14 +222,14 @@ impl Loop {
                 dirty = true;
             }
             if fds[0].revents & libc::POLLIN != 0 {
-                dirty |= self.read_packets(&mut scratch)?;
+                dirty |= self.read_packets(&mut overflow)?;
             }
-            dirty |= self.write_packets();
             let now = monotonic_now();
+            dirty |= self.write_packets(now);
             if dirty && now.nanos_since(last_publish) >= PUBLISH_EVERY_NS {
                 let mut snap = self.link.snapshot(now);
                 snap.write_errors_total = self.write_errors;
-                *lock(&self.shared.snapshot) = snap;
+                *lock(self.shared.slot(self.index)) = snap;
                 last_publish = now;
                 dirty = false;
             }
@@ -177,16 +244,18 @@ impl Loop {
         }
     }
 
-    /// Read up to a batch of packets; each is stamped when read.
-    fn read_packets(&mut self, scratch: &mut [u8]) -> io::Result<bool> {
+    /// Read up to a batch of packets, straight into pool buffers; each is stamped when read.
+    fn read_packets(&mut self, overflow: &mut [u8]) -> io::Result<bool> {
         let mut any = false;
         for _ in 0..READ_BATCH {
-            let n = match self.tun.read(scratch) {
-                Ok(n) => n,
+            let mut pkt = self.pool.take();
+            match self.tun.read_into(&mut pkt, overflow) {
+                Ok(_) => {}
                 Err(e)
                     if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted =>
                 {
-                    break
+                    self.pool.give(pkt);
+                    break;
                 }
                 Err(e) => {
                     return Err(io::Error::new(
@@ -196,7 +265,6 @@ impl Loop {
                 }
             };
             any = true;
-            let pkt = self.pool.take(&scratch[..n]);
             match self.link.push(pkt, monotonic_now()) {
                 LinkVerdict::Accepted(_) => {}
                 LinkVerdict::Dropped(_, Verdict::Dropped(_, b)) | LinkVerdict::Malformed(b) => {
@@ -208,13 +276,14 @@ impl Loop {
         Ok(any)
     }
 
-    /// Write every due packet; keep the rest on EAGAIN.
-    fn write_packets(&mut self) -> bool {
+    /// Write every packet due at `now`; keep the rest on EAGAIN. (Packets that fall due while this runs
+    /// leave on the next turn of the loop, which then does not sleep.)
+    fn write_packets(&mut self, now: Time) -> bool {
         let mut any = false;
         loop {
             let pkt = match self.pending.pop_front() {
                 Some(p) => p,
-                None => match self.link.poll(monotonic_now()) {
+                None => match self.link.poll(now) {
                     Some(p) => p,
                     None => return any,
                 },

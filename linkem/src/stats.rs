@@ -98,3 +98,65 @@ pub struct Snapshot {
     pub malformed_packets_total: u64,
     pub write_errors_total: u64,
 }
+
+impl DirCounters {
+    /// Add `o`'s counts to these.
+    pub fn add(&mut self, o: &DirCounters) {
+        let add = |a: &mut [u64], b: &[u64]| a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+        add(&mut self.received_packets, &o.received_packets);
+        add(&mut self.received_bytes, &o.received_bytes);
+        add(&mut self.delivered_packets, &o.delivered_packets);
+        add(&mut self.delivered_bytes, &o.delivered_bytes);
+        add(&mut self.drops, &o.drops);
+    }
+}
+
+impl Snapshot {
+    /// Fold in the snapshot of another loop running the same configuration (one loop per TUN device):
+    /// counters and occupancy gauges add up; the configured gauges (rate, delay, jitter, loss) are the same in
+    /// both and are kept; `config_applied_total` is the larger of the two (both loops apply every configuration).
+    pub fn merge(&mut self, o: &Snapshot) {
+        for (a, b) in self.counters.iter_mut().zip(&o.counters) {
+            a.add(b);
+        }
+        for (a, b) in self.gauges.iter_mut().zip(&o.gauges) {
+            a.queue_packets += b.queue_packets;
+            a.queue_bytes += b.queue_bytes;
+            a.delay_line_packets += b.delay_line_packets;
+        }
+        self.config_applied_total = self.config_applied_total.max(o.config_applied_total);
+        self.malformed_packets_total += o.malformed_packets_total;
+        self.write_errors_total += o.write_errors_total;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_adds_counts_and_keeps_configured_gauges() {
+        let mut a = Snapshot::default();
+        a.counters[0].received(ProtoClass::Tcp, 100);
+        a.counters[0].dropped(DropCause::Queue);
+        a.gauges[0].queue_packets = 2;
+        a.gauges[0].rate_bps = 5;
+        a.config_applied_total = 3;
+        a.malformed_packets_total = 1;
+        let mut b = a.clone();
+        b.counters[2].delivered(ProtoClass::Udp, 7);
+        b.gauges[0].delay_line_packets = 4;
+        b.config_applied_total = 2;
+        b.write_errors_total = 9;
+        a.merge(&b);
+        assert_eq!(a.counters[0].received_bytes[ProtoClass::Tcp as usize], 200);
+        assert_eq!(a.counters[0].drops[DropCause::Queue as usize], 2);
+        assert_eq!(a.counters[2].total_delivered(), 1);
+        assert_eq!(a.gauges[0].queue_packets, 4);
+        assert_eq!(a.gauges[0].delay_line_packets, 4);
+        assert_eq!(a.gauges[0].rate_bps, 5);
+        assert_eq!(a.config_applied_total, 3);
+        assert_eq!(a.malformed_packets_total, 2);
+        assert_eq!(a.write_errors_total, 9);
+    }
+}

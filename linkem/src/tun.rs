@@ -122,6 +122,37 @@ impl Tun {
         }
     }
 
+    /// Read one packet into `buf` (replacing its contents) without an extra copy: the packet lands in `buf`'s
+    /// spare capacity, and only a packet longer than that spills into `overflow` and is appended from there.
+    /// `WouldBlock` when none is waiting.
+    pub fn read_into(&self, buf: &mut Vec<u8>, overflow: &mut [u8]) -> io::Result<usize> {
+        buf.clear();
+        let spare = buf.spare_capacity_mut();
+        let cap = spare.len();
+        let iov = [
+            libc::iovec {
+                iov_base: spare.as_mut_ptr().cast(),
+                iov_len: cap,
+            },
+            libc::iovec {
+                iov_base: overflow.as_mut_ptr().cast(),
+                iov_len: overflow.len(),
+            },
+        ];
+        // SAFETY: both iovecs describe writable memory we own for their whole length.
+        let n = unsafe { libc::readv(self.fd.as_raw_fd(), iov.as_ptr(), 2) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = n as usize;
+        // SAFETY: the kernel initialized the first min(n, cap) bytes of the spare capacity.
+        unsafe { buf.set_len(n.min(cap)) };
+        if n > cap {
+            buf.extend_from_slice(&overflow[..n - cap]);
+        }
+        Ok(n)
+    }
+
     /// Write one packet; `WouldBlock` when the device cannot take it now.
     pub fn write(&self, pkt: &[u8]) -> io::Result<usize> {
         // SAFETY: pkt is valid for reads of pkt.len() bytes.

@@ -1,0 +1,95 @@
+"""What a sweep records about its environment: versions, congestion control, host, git commit, and a shaper
+self-check (measured RTT and rate against the configured link)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import socket
+import statistics
+import subprocess
+from typing import Any
+
+from python_on_whales.exceptions import DockerException
+
+from lab import __version__, config, docker
+from lab.link import router, shaper
+from lab.link.model import Link
+
+QUIC_CC = {"client": "newreno (curl: OpenSSL QUIC)", "server": "newreno (nginx QUIC, fixed)"}
+
+
+def _exec(container: str, *cmd: str) -> str:
+    try:
+        return docker.exec_in(container, ["sh", "-c", " ".join(cmd) + " 2>&1"]).strip()
+    except DockerException as e:
+        return f"unknown ({(e.stderr or '').strip()[:80]})"
+
+
+def versions() -> dict[str, str]:
+    curl = _exec(config.CLIENT_CONTAINER, "curl", "--version").splitlines()
+    return {
+        "quiclab": __version__,
+        "nginx": _exec(config.SERVER_CONTAINER, "nginx", "-v").replace("nginx version: ", ""),
+        "openssl (server)": _exec(config.SERVER_CONTAINER, "openssl", "version"),
+        "curl": curl[0] if curl else "unknown",
+        "openssl (client)": _exec(config.CLIENT_CONTAINER, "openssl", "version"),
+        "ngtcp2 (gtlsclient)": _exec(config.CLIENT_CONTAINER, "dpkg-query", "-W", "-f='${Version}'", "ngtcp2-client"),
+        "linkem": _exec(config.ROUTER_CONTAINER, "linkem", "--version"),
+        "iproute2": _exec(config.ROUTER_CONTAINER, "tc", "-V"),
+        "kernel": platform.release(),
+        "docker": docker.client().version().server.version or "unknown",
+        "python": platform.python_version(),
+    }
+
+
+def tcp_cc(container: str) -> str:
+    return _exec(container, "cat", "/proc/sys/net/ipv4/tcp_congestion_control")
+
+
+def congestion_control() -> dict[str, str]:
+    return {"tcp client": tcp_cc(config.CLIENT_CONTAINER), "tcp server": tcp_cc(config.SERVER_CONTAINER),
+            "quic client": QUIC_CC["client"], "quic server": QUIC_CC["server"]}
+
+
+def host() -> dict[str, Any]:
+    return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "platform": platform.platform()}
+
+
+def git() -> dict[str, Any]:
+    def run(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=config.ROOT, capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    return {"commit": run("rev-parse", "HEAD") or "unknown", "dirty": bool(run("status", "--porcelain"))}
+
+
+def self_check(link: Link, backend: str) -> dict[str, Any]:
+    """Measure the link a sweep's first point configures: ping RTT, and TCP goodput if a rate is set."""
+    shaper.apply(link, backend)
+    result: dict[str, Any] = {}
+    try:
+        out = docker.exec_in(config.CLIENT_CONTAINER, ["ping", "-n", "-c", "10", "-i", "0.05", "-W", "3",
+                                                        config.SERVER_IP])
+        rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
+        if rtts:
+            result["rtt"] = {"configured_ms": round(link.rtt_s * 1000, 3),
+                             "measured_median_ms": round(statistics.median(rtts), 3), "samples": len(rtts)}
+    except DockerException:
+        result["rtt"] = {"error": "ping failed (loss on the link can make this fail)"}
+    rate = link.downlink.effective_rate_bps
+    if rate and link.downlink.loss.mean == 0:
+        try:
+            out = docker.exec_in(config.CLIENT_CONTAINER, ["iperf3", "-c", config.SERVER_IP, "-R", "-t", "3", "-f",
+                                                            "m", "--connect-timeout", "3000"])
+            m = re.findall(r"([\d.]+) Mbits/sec.*receiver", out)
+            if m:
+                result["rate"] = {"configured_mbit": round(rate / 1e6, 3), "tcp_goodput_mbit": float(m[-1]),
+                                  "goodput/configured": round(float(m[-1]) / (rate / 1e6), 3)}
+        except DockerException:
+            result["rate"] = {"error": "iperf3 failed"}
+    result["interfaces"] = vars(router.interfaces())
+    return result

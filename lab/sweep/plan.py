@@ -1,0 +1,117 @@
+"""Expand a scenario into points and a seeded, shuffled list of runs.
+
+Every point x protocol x client x server x repeat is one run. Runs execute in a random order drawn from the
+scenario seed (so drift over time does not masquerade as an effect of a parameter), and all protocols at the
+same point and repeat share one link seed (a paired comparison: the same loss pattern for each protocol).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from lab.link.model import Link
+from lab.link.spec import parse_link
+from lab.link.units import parse_duration, parse_percent, parse_rate
+from lab.protocols import Protocol
+from lab.sizes import parse_size
+from lab.sweep.scenario import OFF, Scenario
+
+_X = {  # swept key -> (x_name, numeric value of a setting)
+    "loss": ("loss_pct", lambda v: parse_percent(v) * 100),
+    "rtt": ("rtt_ms", lambda v: parse_duration(v) * 1000),
+    "delay": ("delay_ms", lambda v: parse_duration(v) * 1000),
+    "jitter": ("jitter_ms", lambda v: parse_duration(v) * 1000),
+    "rate": ("rate_mbit", lambda v: parse_rate(v) / 1e6),
+    "size": ("size_bytes", lambda v: float(parse_size(v))),
+}
+
+
+@dataclass(frozen=True)
+class Point:
+    index: int
+    label: str
+    link: Link      # with the scenario's base seed; each run replaces it with its paired seed
+    size: int
+    x_name: str
+    x: float
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    key: str
+    point: Point
+    protocol: Protocol
+    client: str
+    server: str
+    repeat: int
+    seed: int
+    order: int
+
+    def link(self) -> Link:
+        return self.point.link.model_copy(update={"seed": self.seed})
+
+
+def _dims(s: Scenario) -> list[tuple[str, list[str]]]:
+    dims = [(k, [str(v) for v in vs]) for k, vs in s.sweep.items()]
+    if "size" not in s.sweep and len(s.sizes) > 1:
+        dims.append(("size", list(s.sizes)))
+    return dims
+
+
+def points(s: Scenario) -> list[Point]:
+    dims = _dims(s)
+    base = {k: v for k, v in s.link.items() if k not in ("down", "up")}
+    down, up = s.link.get("down", {}), s.link.get("up", {})
+    single = len(dims) == 1 and dims[0][0] in _X
+    out = []
+    for i, combo in enumerate(itertools.product(*(vs for _, vs in dims))):
+        setting = dict(zip((k for k, _ in dims), combo, strict=True))
+        size = parse_size(setting.get("size", s.sizes[0]))
+        spec: dict[str, Any] = dict(base)
+        spec.update({k: v for k, v in setting.items() if k != "size" and v != OFF})
+        label = " ".join(f"{k}={v}" for k, v in setting.items()) or "base"
+        if single:
+            key = dims[0][0]
+            x_name, x = _X[key][0], _X[key][1](setting[key])
+        else:
+            x_name, x = "point", float(i)
+        out.append(Point(index=i, label=label, link=parse_link(spec, down, up), size=size, x_name=x_name, x=x))
+    return out
+
+
+def link_seed(scenario_seed: int, point: int, repeat: int) -> int:
+    digest = hashlib.sha256(f"{scenario_seed}:{point}:{repeat}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % 2**63
+
+
+def plan(s: Scenario) -> list[PlannedRun]:
+    runs = []
+    for p in points(s):
+        for repeat in range(s.repeats):
+            seed = link_seed(s.seed, p.index, repeat)
+            for proto, client, server in itertools.product(s.protocols, s.clients, s.servers):
+                key = f"{p.index}/{proto}/{client}/{server}/{repeat}"
+                runs.append(PlannedRun(key, p, Protocol(proto), client, server, repeat, seed, 0))
+    random.Random(s.seed).shuffle(runs)
+    return [PlannedRun(r.key, r.point, r.protocol, r.client, r.server, r.repeat, r.seed, i)
+            for i, r in enumerate(runs)]
+
+
+def timeout_for(s: Scenario, p: Point) -> float:
+    """The scenario's timeout, or a generous one derived from the link: 4x the time a loss-limited TCP flow
+    (Mathis: rate <= MSS/RTT * 1.22/sqrt(p)) would need, plus slack; 60 s at least, 3600 s at most."""
+    if s.timeout:
+        return s.timeout
+    d = p.link.downlink
+    rate = d.effective_rate_bps or 1e9
+    rtt = max(p.link.rtt_s + 2 * d.jitter_s, 0.001)
+    loss = d.loss.mean + p.link.uplink.loss.mean
+    if loss > 0:
+        rate = min(rate, 1448 * 8 / rtt * 1.22 / math.sqrt(loss))
+    expected = p.size * 8 / rate + 10 * rtt
+    return min(3600.0, max(60.0, 4 * expected + 10))

@@ -1,0 +1,131 @@
+"""Scenarios: what a sweep measures, as a validated TOML document.
+
+    name = "connectify-loss"
+    description = "..."
+    protocols = ["h1", "h2", "h3"]      # default all three
+    clients = ["curl"]                  # default curl
+    servers = ["nginx"]                 # default nginx
+    sizes = ["10MB"]                    # objects (a swept `size` replaces this)
+    repeats = 5
+    seed = 1                            # shuffles the run order and seeds the link's randomness
+    timeout = 0                         # seconds per transfer; 0 = derived from size and link
+    shaper = "auto"                     # auto | netem | linkem
+    log_y = false                       # log goodput axis in plots
+
+    [link]                              # fixed link parameters (see lab/link/spec.py for keys)
+    rtt = "160ms"
+    rate = "5mbit"
+    [link.down]                         # optional per-direction overrides
+    [link.up]
+
+    [sweep]                             # swept parameters: the points are the product of these lists
+    loss = ["0%", "0.1%", "1%"]         # any link key, or `size`; "off" leaves a key unset at that point
+"""
+
+from __future__ import annotations
+
+import itertools
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from lab.endpoints import check_server, get_client
+from lab.errors import UsageError
+from lab.link.shaper import BACKENDS
+from lab.link.spec import DIRECTION_KEYS, LINK_KEYS, parse_link
+from lab.protocols import parse_protocol
+from lab.sizes import parse_size
+
+SWEEP_KEYS = (*LINK_KEYS, "size")
+OFF = "off"
+
+
+class Scenario(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    protocols: list[str] = ["h1", "h2", "h3"]
+    clients: list[str] = ["curl"]
+    servers: list[str] = ["nginx"]
+    sizes: list[str] = ["1MB"]
+    repeats: int = Field(default=5, ge=1, le=1000)
+    seed: int = Field(default=1, ge=0, lt=2**63)
+    timeout: float = Field(default=0, ge=0, le=3600)
+    shaper: str = "auto"
+    log_y: bool = False
+    link: dict[str, Any] = {}
+    sweep: dict[str, list[Any]] = {}
+
+    @field_validator("protocols", "clients", "servers", "sizes")
+    @classmethod
+    def _not_empty(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("must not be empty")
+        return v
+
+
+def _fail(where: str, e: ValidationError) -> UsageError:
+    err = e.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"])
+    value = err.get("input")
+    shown = "" if isinstance(value, dict) else f" (got {value!r})"
+    if err["type"] == "extra_forbidden":
+        allowed = ", ".join(Scenario.model_fields)
+        return UsageError(f"{where}: unknown key {loc!r}: allowed are {allowed}")
+    return UsageError(f"{where}: invalid {loc}{shown}: {err['msg']}")
+
+
+def validate(data: dict[str, Any], where: str) -> Scenario:
+    """Check everything that can be checked without the lab; errors are one line naming the value."""
+    try:
+        s = Scenario.model_validate(data)
+    except ValidationError as e:
+        raise _fail(where, e) from None
+    s.protocols = [parse_protocol(p).value for p in s.protocols]
+    for c in s.clients:
+        get_client(c)
+    for sv in s.servers:
+        check_server(sv)
+    for size in s.sizes:
+        parse_size(size)
+    if s.shaper not in BACKENDS:
+        raise UsageError(f"{where}: invalid shaper {s.shaper!r}: allowed are {', '.join(BACKENDS)}")
+    link = dict(s.link)
+    down, up = link.pop("down", {}), link.pop("up", {})
+    _check_directional(down, up, where)
+    for key, values in s.sweep.items():
+        if key not in SWEEP_KEYS:
+            raise UsageError(f"{where}: unknown sweep key {key!r}: allowed are {', '.join(SWEEP_KEYS)}")
+        if not isinstance(values, list) or not values:
+            raise UsageError(f"{where}: sweep.{key} must be a non-empty list")
+        for v in values:
+            if key == "size":
+                parse_size(str(v))
+    # every combination of the swept link settings must make a valid link
+    link_dims = [(k, [str(v) for v in vs]) for k, vs in s.sweep.items() if k != "size"]
+    for combo in itertools.product(*(vs for _, vs in link_dims)):
+        setting = {k: v for (k, _), v in zip(link_dims, combo, strict=True) if v != OFF}
+        try:
+            parse_link({**link, **setting}, down, up)
+        except UsageError as e:
+            raise UsageError(f"{where}: {e}") from None
+    return s
+
+
+def _check_directional(down: Any, up: Any, where: str) -> None:
+    for name, d in (("link.down", down), ("link.up", up)):
+        if not isinstance(d, dict):
+            raise UsageError(f"{where}: {name} must be a table of {', '.join(DIRECTION_KEYS)}")
+
+
+def load(path: Path) -> Scenario:
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as e:
+        raise UsageError(f"cannot read scenario {str(path)!r}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"scenario {str(path)!r} is not valid TOML: {e}") from None
+    return validate(data, str(path))

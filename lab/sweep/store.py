@@ -1,0 +1,112 @@
+"""A sweep's results folder: manifest.json (replaced atomically) and runs.csv (one line appended and fsynced
+per completed run, so nothing measured is lost; a torn last line from a crash is dropped on load)."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from lab.errors import UsageError
+from lab.results.schema import COLUMNS, RunRecord, from_row, to_row
+
+RUNS = "runs.csv"
+MANIFEST = "manifest.json"
+
+
+def new_folder(results_dir: Path, name: str) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    folder = results_dir / f"{stamp}-{name}"
+    n = 1
+    while folder.exists():
+        n += 1
+        folder = results_dir / f"{stamp}-{name}-{n}"
+    folder.mkdir(parents=True)
+    return folder
+
+
+def write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+    with tmp.open("rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    path = folder / MANIFEST
+    try:
+        doc = json.loads(path.read_text())
+    except OSError:
+        raise UsageError(f"{str(folder)!r} is not a sweep folder: no readable {MANIFEST}") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{str(path)!r} is not valid JSON: {e}") from None
+    if not isinstance(doc, dict) or "scenario" not in doc:
+        raise UsageError(f"{str(path)!r} has no scenario: it was not written by `quiclab sweep`")
+    return doc
+
+
+def load_runs(folder: Path) -> list[RunRecord]:
+    """Every complete row of runs.csv (a torn or unreadable last line is dropped)."""
+    path = folder / RUNS
+    if not path.exists():
+        return []
+    records = []
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            if None in row or any(v is None for v in row.values()):
+                continue  # torn line
+            try:
+                records.append(from_row(row))
+            except (ValueError, TypeError):
+                continue
+    return records
+
+
+def rewrite_runs(folder: Path, records: list[RunRecord]) -> None:
+    path = folder / RUNS
+    tmp = path.with_name(f".{RUNS}.tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+        w.writeheader()
+        for r in records:
+            w.writerow(to_row(r))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def completed_runs(records: list[RunRecord], planned: set[str]) -> dict[str, RunRecord]:
+    """The runs a resumed sweep keeps: planned, not interrupted, first record per run key (no duplicates)."""
+    kept: dict[str, RunRecord] = {}
+    for r in records:
+        if r.status != "interrupted" and r.run_key in planned and r.run_key not in kept:
+            kept[r.run_key] = r
+    return kept
+
+
+class RunLog:
+    """Appends one record per completed run to runs.csv."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / RUNS
+        fresh = not self.path.exists() or self.path.stat().st_size == 0
+        self._f = self.path.open("a", newline="")
+        self._w = csv.DictWriter(self._f, fieldnames=COLUMNS, lineterminator="\n")
+        if fresh:
+            self._w.writeheader()
+            self._sync()
+
+    def append(self, record: RunRecord) -> None:
+        self._w.writerow(to_row(record))
+        self._sync()
+
+    def _sync(self) -> None:
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()

@@ -1,0 +1,135 @@
+"""Scenario validation, expansion, ordering, pairing of seeds (no lab needed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lab.errors import UsageError
+from lab.sweep import presets
+from lab.sweep.plan import link_seed, plan, points, timeout_for
+from lab.sweep.scenario import load, validate
+
+
+def scen(**kw):
+    base = {"name": "t", "sizes": ["1MB"], "repeats": 2, "link": {"rtt": "20ms", "rate": "10mbit"},
+            "sweep": {"loss": ["0%", "1%"]}}
+    base.update(kw)
+    return validate(base, "test")
+
+
+@pytest.mark.parametrize(("change", "needle"), [
+    ({"bogus": 1}, "'bogus'"),
+    ({"link": {"delay": "-5ms"}}, "'-5ms'"),
+    ({"sweep": {"loss": ["150%"]}}, "'150%'"),
+    ({"sweep": {"rate": ["0mbit"]}}, "'0mbit'"),
+    ({"protocols": []}, "protocols"),
+    ({"protocols": ["h4"]}, "'h4'"),
+    ({"sweep": {"colour": ["red"]}}, "'colour'"),
+    ({"sizes": ["-1"]}, "'-1'"),
+    ({"repeats": 0}, "repeats"),
+    ({"shaper": "magic"}, "'magic'"),
+    ({"clients": ["wget"]}, "'wget'"),
+    ({"sweep": {"loss": []}}, "sweep.loss"),
+])
+def test_bad_scenarios_name_the_value(change, needle):
+    with pytest.raises(UsageError) as e:
+        scen(**change)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_every_preset_validates_and_expands():
+    for name in presets.names():
+        s = presets.get(name)
+        assert plan(s), name
+    assert presets.resolve("loss") == "connectify-loss"
+    with pytest.raises(UsageError, match="'nope'"):
+        presets.resolve("nope")
+
+
+def test_connectify_loss_matches_the_seed_study():
+    s = presets.get("loss")
+    pts = points(s)
+    assert [p.x for p in pts] == [0, 0.1, 0.5, 1, 3, 5]
+    assert all(p.size == 10_000_000 and p.x_name == "loss_pct" for p in pts)
+    assert pts[0].link.rtt_s == pytest.approx(0.160) and pts[0].link.downlink.rate_bps == 5_000_000
+    assert pts[-1].link.downlink.loss.mean == pytest.approx(0.05)
+
+
+def test_matrix_is_the_product_and_multi_dimensional_grids_are_categorical():
+    s = presets.get("survey-grid")
+    pts = points(s)
+    assert len(pts) == 3 * 4 * 2 * 2 and {p.x_name for p in pts} == {"point"}
+    off = [p for p in pts if "spikes=off" in p.label]
+    on = [p for p in pts if "spikes=1s" in p.label]
+    assert all(p.link.downlink.rate_schedule is None for p in off)
+    assert all(p.link.downlink.rate_schedule is not None for p in on)
+
+
+def test_plan_has_every_run_once_and_is_shuffled_reproducibly():
+    s = scen(repeats=3)
+    runs = plan(s)
+    assert len(runs) == 2 * 3 * 3
+    assert len({r.key for r in runs}) == len(runs)
+    assert [r.key for r in runs] == [r.key for r in plan(s)]  # same seed, same order
+    assert [r.key for r in runs] != [r.key for r in plan(scen(repeats=3, seed=2))]
+    assert [r.order for r in runs] == list(range(len(runs)))
+    by_point_order = sorted(runs, key=lambda r: (r.point.index, r.repeat, r.protocol.value))
+    assert [r.key for r in runs] != [r.key for r in by_point_order]  # not in matrix order
+
+
+def test_protocols_share_the_link_seed_at_a_point_and_repeat():
+    runs = plan(scen(repeats=4))
+    seeds: dict[tuple[int, int], set[int]] = {}
+    for r in runs:
+        seeds.setdefault((r.point.index, r.repeat), set()).add(r.seed)
+        assert r.link().seed == r.seed
+    assert all(len(v) == 1 for v in seeds.values())
+    assert len({next(iter(v)) for v in seeds.values()}) == len(seeds)  # differ across points/repeats
+    assert link_seed(1, 0, 0) == link_seed(1, 0, 0) != link_seed(2, 0, 0)
+
+
+def test_off_leaves_a_key_unset_and_sizes_become_a_dimension():
+    s = scen(sizes=["10kB", "1MB"], sweep={"spikes": ["off", "1s:200ms:10%"]})
+    pts = points(s)
+    assert len(pts) == 4 and Counter(p.size for p in pts) == {10_000: 2, 1_000_000: 2}
+
+
+def test_timeout_grows_with_loss_and_size():
+    s = presets.get("loss")
+    t = [timeout_for(s, p) for p in points(s)]
+    assert t == sorted(t) and t[0] >= 60 and t[-1] <= 3600
+
+
+def test_load_reports_toml_errors(tmp_path: Path):
+    f = tmp_path / "x.toml"
+    f.write_text("name = [")
+    with pytest.raises(UsageError, match="not valid TOML"):
+        load(f)
+    with pytest.raises(UsageError, match="cannot read"):
+        load(tmp_path / "missing.toml")
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["sweep", "nope"], "'nope'"),
+    (["sweep", "quick", "--protocols", ""], "protocols"),
+    (["sweep", "quick", "--protocols", "h9"], "'h9'"),
+    (["sweep", "quick", "--repeats", "0"], "repeats"),
+    (["sweep"], "preset"),
+])
+def test_sweep_cli_bad_input_exits_2(args, needle):
+    r = subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True, text=True, timeout=60)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], r.stderr
+
+
+def test_sweep_cli_bad_scenario_file(tmp_path: Path):
+    f = tmp_path / "s.toml"
+    f.write_text('name = "x"\n[sweep]\nloss = ["0%", "101%"]\n')
+    r = subprocess.run([sys.executable, "-m", "lab", "sweep", "--scenario", str(f)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "'101%'" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -1,0 +1,63 @@
+"""Resume bookkeeping: runs.csv appends survive torn lines; a resumed plan skips exactly the completed runs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from lab.results.schema import RunRecord
+from lab.sweep import store
+from lab.sweep.plan import plan
+from lab.sweep.scenario import validate
+
+
+def record(key: str, status: str = "ok") -> RunRecord:
+    point, proto, client, server, repeat = key.split("/")
+    return RunRecord(
+        sweep="t", run_key=key, point=int(point), point_label="loss=0%", x_name="loss_pct", x=0.0, protocol=proto,
+        client=client, server=server, repeat=int(repeat), order=0, seed=1, shaper="linkem", rate_bps=1e7,
+        rtt_s=0.02, loss_pct=0.0, jitter_s=0.0, link="{}", size_bytes=1000, status=status, failure="",
+        http_version="3", bytes=1000, sha256_ok=True, handshake_s=0.01, ttfb_s=0.02, total_s=0.1,
+        goodput_bps=8e4, wall_s=0.2, overhead_s=0.1, wire_down_bytes=1100, wire_up_bytes=100, wire_overhead=1.2,
+        cc_client="bbr", cc_server="bbr", started_at="2026-01-01T00:00:00Z")
+
+
+def test_appended_runs_round_trip(tmp_path):
+    log = store.RunLog(tmp_path)
+    recs = [record("0/h1/curl/nginx/0"), record("0/h3/curl/nginx/0", "failed")]
+    for r in recs:
+        log.append(r)
+    log.close()
+    assert store.load_runs(tmp_path) == recs
+
+
+def test_torn_last_line_is_dropped(tmp_path):
+    log = store.RunLog(tmp_path)
+    log.append(record("0/h1/curl/nginx/0"))
+    log.close()
+    with (tmp_path / store.RUNS).open("a") as f:
+        f.write("t,0/h2/curl/nginx/0,0,loss=0%")  # a crash mid-write
+    assert [r.run_key for r in store.load_runs(tmp_path)] == ["0/h1/curl/nginx/0"]
+
+
+def test_reopening_appends_without_a_second_header(tmp_path):
+    for key in ("0/h1/curl/nginx/0", "0/h2/curl/nginx/0"):
+        log = store.RunLog(tmp_path)
+        log.append(record(key))
+        log.close()
+    text = (tmp_path / store.RUNS).read_text()
+    assert text.count("run_key") == 1 and len(store.load_runs(tmp_path)) == 2
+
+
+def test_resume_set_arithmetic(tmp_path):
+    """Keep completed runs (not interrupted, planned, no duplicates); the rest is what a resume runs."""
+    s = validate({"name": "t", "repeats": 2, "sweep": {"loss": ["0%", "1%"]}}, "t")
+    runs = plan(s)
+    done = [record(r.key) for r in runs[:5]]
+    done.append(dataclasses.replace(record(runs[5].key), status="interrupted"))
+    done.append(record(runs[0].key))  # a duplicate must not count twice
+    done.append(record("9/h1/curl/nginx/0"))  # not in this plan
+    kept = store.completed_runs(done, {r.key for r in runs})
+    store.rewrite_runs(tmp_path, list(kept.values()))
+    todo = [r for r in runs if r.key not in kept]
+    assert len(kept) == 5 and len(todo) == len(runs) - 5 and runs[5] in todo
+    assert {r.run_key for r in store.load_runs(tmp_path)} | {r.key for r in todo} == {r.key for r in runs}
