@@ -26,3 +26,19 @@ run *args:
 # set the emulated link, e.g. `just shape --rtt 80ms --rate 10mbit --loss 1%`
 shape *args:
     uv run quiclab shape "$@"
+
+# run a sweep preset (loss, rtt, rate, delay, jitter, size, spikes, quick, ...), e.g. `just sweep loss --repeats 3`
+sweep name *args:
+    uv run quiclab sweep "$@"
+
+# list the sweep presets
+presets:
+    uv run quiclab presets
+
+# rebuild a sweep's summary, plots and report.html: `just report results/<folder>`
+report folder:
+    uv run quiclab report "$@"
+
+# benchmark the link emulator (docs/benchmarks.md)
+bench:
+    uv run quiclab bench link

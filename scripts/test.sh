@@ -8,6 +8,13 @@ source scripts/lib.sh
 
 QUICLAB_SETUP_NO_JOB=1 bash scripts/setup.sh
 
+# The HTML report is checked by rendering it in headless Chromium (Debian's package).
+if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  step "installing Debian's chromium for the report rendering test"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+    || warn "could not install chromium: the report rendering test will skip"
+fi
+
 step "ruff"
 uv run --frozen ruff check lab tests
 if [ -f linkem/Cargo.toml ]; then

@@ -11,7 +11,7 @@ from lab.errors import QuiclabError, UsageError
 from lab.results.report import load_sweep
 from lab.results.stats import summarize
 from lab.results.summary import stats_table
-from lab.sweep import presets, scenario, session
+from lab.sweep import presets, scenario, session, store
 
 
 def _split(v: str | None) -> list[str] | None:
@@ -48,6 +48,9 @@ def register(app: typer.Typer) -> None:
         shaper: Annotated[str | None, typer.Option(help="auto, netem or linkem.")] = None,
         out: Annotated[Path, typer.Option(help="Where result folders go.")] = config.ROOT / "results",
         resume: Annotated[Path | None, typer.Option(help="Continue an interrupted sweep in this folder.")] = None,
+        reuse: Annotated[bool, typer.Option(help="If the newest sweep of this very scenario is unfinished, resume "
+                                                  "it; if it is complete, show it instead of running again.")]
+        = False,
     ) -> None:
         """Run a sweep (a preset or --scenario FILE), or --resume one; writes results/<timestamp>-<name>/."""
         if resume is not None:
@@ -71,7 +74,15 @@ def register(app: typer.Typer) -> None:
                 data = presets.get(name).model_dump()
                 where = f"preset {name}"
             s = scenario.validate(_overrides(data, repeats, protocols, sizes, seed, clients, servers, shaper), where)
-            folder, complete = session.start(s, name, out)
+            previous = store.latest_matching(out, s.model_dump()) if reuse else None
+            if previous is None:
+                folder, complete = session.start(s, name, out)
+            elif store.read_manifest(previous).get("status") == "complete":
+                terminal.info(f"--reuse: {previous.name} already holds this sweep, complete; showing it")
+                folder, complete = previous, True
+            else:
+                terminal.info(f"--reuse: continuing the unfinished sweep in {previous.name}")
+                folder, complete = session.resume(previous)
         records, _ = load_sweep(folder)
         cols, rows = stats_table(summarize(records))
         terminal.table(f"{folder.name}: transfer time and goodput (median [IQR])", cols,

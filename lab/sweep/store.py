@@ -79,6 +79,19 @@ def rewrite_runs(folder: Path, records: list[RunRecord]) -> None:
     os.replace(tmp, path)
 
 
+def latest_matching(results_dir: Path, scenario: dict[str, Any]) -> Path | None:
+    """The newest results folder whose manifest holds exactly this scenario (for `quiclab sweep --reuse`)."""
+    candidates = sorted(results_dir.glob(f"*-{scenario['name']}*/{MANIFEST}"), reverse=True)
+    for manifest in candidates:
+        try:
+            doc = json.loads(manifest.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if isinstance(doc, dict) and doc.get("scenario") == scenario:
+            return manifest.parent
+    return None
+
+
 def completed_runs(records: list[RunRecord], planned: set[str]) -> dict[str, RunRecord]:
     """The runs a resumed sweep keeps: planned, not interrupted, first record per run key (no duplicates)."""
     kept: dict[str, RunRecord] = {}

@@ -142,21 +142,29 @@ iperf() { # extra-args... -> prints receiver Mbit/s
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-measure() { # label
-  local label=$1 dir args vals cpus v t0 t1 hz
+declare -A RESULT CPU # "case dir" -> space-separated values of all runs
+
+measure_once() { # case: one run in each direction, results appended to RESULT/CPU
+  local case=$1 dir args v t0 t1 hz
   hz=$(getconf CLK_TCK)
   for dir in up down; do
     args=(); [ $dir = down ] && args=(-R)
-    vals=() cpus=()
-    for _ in $(seq 1 "$RUNS"); do
-      t0=$(cpu_ticks)
-      v=$(iperf "${args[@]}")
-      t1=$(cpu_ticks)
-      vals+=("$v")
-      cpus+=("$(( (t1 - t0) * 100 / hz / DUR ))")
+    t0=$(cpu_ticks)
+    v=$(iperf "${args[@]}")
+    t1=$(cpu_ticks)
+    RESULT["$case $dir"]+="$v "
+    CPU["$case $dir"]+="$(( (t1 - t0) * 100 / hz / DUR )) "
+  done
+}
+
+report() { # cases...
+  local case dir vals
+  for case in "$@"; do
+    for dir in up down; do
+      vals=${RESULT["$case $dir"]:-}
+      printf '%-32s %-4s median %6s Mbit/s   runs: %-22s linkem cpu%%: %s\n' "$case" "$dir" \
+        "$(printf '%s\n' $vals | median)" "$vals" "${CPU["$case $dir"]:-}"
     done
-    printf '%-28s %-4s median %6s Mbit/s   runs: %-20s linkem cpu%%: %s\n' "$label" "$dir" \
-      "$(printf '%s\n' "${vals[@]}" | median)" "${vals[*]}" "${cpus[*]}"
   done
 }
 
@@ -172,18 +180,27 @@ shape_check() { # label
 
 setup
 nsx $C ping -q -c 1 -W 2 $S_IP >/dev/null || { echo "topology broken: no ping" >&2; exit 1; }
-for case in "$@"; do
+for case in "$@"; do # validate first
   kind=${case%%:*}
-  if [ "$kind" = kernel ]; then
-    [ $SHAPE = 1 ] && continue
-    rules_off
-    measure kernel
-    continue
-  fi
-  BIN=${case#*:}
-  [ -x "$BIN" ] || { echo "$BIN: not executable" >&2; exit 2; }
-  start_linkem "$kind" "$BIN"
-  nsx $C ping -q -c 1 -W 2 $S_IP >/dev/null || { echo "$case: no ping through linkem" >&2; exit 1; }
-  if [ $SHAPE = 1 ]; then shape_check "$case"; else measure "$case"; fi
-  stop_linkem
+  case $kind in kernel) ;; single|dual) [ -x "${case#*:}" ] || { echo "${case#*:}: not executable" >&2; exit 2; } ;;
+    *) echo "unknown case $case" >&2; exit 2 ;; esac
 done
+# Cases are interleaved run by run, so that load changes on the host hit all of them alike.
+for run in $(seq 1 "$RUNS"); do
+  for case in "$@"; do
+    kind=${case%%:*}
+    if [ "$kind" = kernel ]; then
+      [ $SHAPE = 1 ] && continue
+      rules_off
+      measure_once kernel
+      continue
+    fi
+    BIN=${case#*:}
+    start_linkem "$kind" "$BIN"
+    nsx $C ping -q -c 1 -W 2 $S_IP >/dev/null || { echo "$case: no ping through linkem" >&2; exit 1; }
+    if [ $SHAPE = 1 ]; then shape_check "$case"; else measure_once "$case"; fi
+    stop_linkem
+  done
+  [ $SHAPE = 1 ] && break
+done
+[ $SHAPE = 1 ] || report "$@"
