@@ -42,3 +42,7 @@ report folder:
 # benchmark the link emulator (docs/benchmarks.md)
 bench:
     uv run quiclab bench link
+
+# the Grafana dashboards' URLs (or Prometheus' URL where Grafana is not available)
+dashboard:
+    uv run quiclab dashboard

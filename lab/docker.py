@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from functools import cache
 
 from python_on_whales import DockerClient
@@ -15,14 +16,28 @@ SETUP_HINT = "run `bash scripts/setup.sh` (installs and starts Docker if needed)
 
 
 @cache
-def client() -> DockerClient:
+def client(profiles: tuple[str, ...] = ()) -> DockerClient:
+    """The lab's compose project; `profiles` also enables optional services (e.g. grafana)."""
     if shutil.which("docker") is None:
         raise EnvironmentProblem(f"the docker command is not installed: {SETUP_HINT}")
     return DockerClient(
         compose_files=[config.COMPOSE_FILE],
         compose_project_name=config.PROJECT,
         compose_project_directory=config.ROOT,
+        compose_profiles=list(profiles),
     )
+
+
+def image_available(image: str, pull_timeout_s: float) -> bool:
+    """True if the image is here, or a `docker pull` of it succeeds within the timeout."""
+    if client().image.exists(image):
+        return True
+    try:
+        done = subprocess.run(["docker", "pull", "-q", image], capture_output=True, timeout=pull_timeout_s,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
 
 
 def require_engine() -> DockerClient:

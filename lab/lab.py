@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import socket
 import time
 from dataclasses import dataclass
 
+from python_on_whales import DockerClient
 from python_on_whales.exceptions import DockerException
 
-from lab import config, docker, hostnet
+from lab import config, docker, hostnet, terminal
 from lab.errors import EnvironmentProblem
+from lab.observe import services
 
-LAB_CONTAINERS = (config.ROUTER_CONTAINER, config.SERVER_CONTAINER, config.CLIENT_CONTAINER,
-                  config.PROMETHEUS_CONTAINER)
-REQUIRED_FOR_RUNS = (config.ROUTER_CONTAINER, config.SERVER_CONTAINER, config.CLIENT_CONTAINER)
+LAB_CONTAINERS = (config.ROUTER_CONTAINER, config.SERVER_CONTAINER, config.SERVER_NGTCP2_CONTAINER,
+                  config.SERVER_CADDY_CONTAINER, config.CLIENT_CONTAINER, config.PROMETHEUS_CONTAINER,
+                  config.PUSHGATEWAY_CONTAINER)
+REQUIRED_FOR_RUNS = (config.ROUTER_CONTAINER, config.SERVER_CONTAINER, config.SERVER_NGTCP2_CONTAINER,
+                     config.SERVER_CADDY_CONTAINER, config.CLIENT_CONTAINER)
 PROJECT_LABEL = f"com.docker.compose.project={config.PROJECT}"
-#: One-shot services that route each lab network through the router and exit 0.
-ONE_SHOTS = ("client-route", "server-route")
+#: One-shot services that exit 0: the lab PKI, and the helpers that route each lab network through the router.
+ONE_SHOTS = ("pki", "client-route", "server-route", "server-ngtcp2-route", "server-caddy-route")
 UP_TIMEOUT_S = 180.0
+GRAFANA_PULL_TIMEOUT_S = 20.0
+GRAFANA_START_TIMEOUT_S = 90.0
 
 
 @dataclass(frozen=True)
@@ -62,13 +70,41 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def check_ports() -> None:
-    port = config.prometheus_port()
-    prom = states((config.PROMETHEUS_CONTAINER,))[0]
-    if prom.state != "running" and not _port_free(port):
-        raise EnvironmentProblem(
-            f"port 127.0.0.1:{port} (Prometheus) is in use by another program: stop it, or set "
-            f"{config.ENV_PROMETHEUS_PORT} to a free port")
+def check_ports(grafana: bool = False) -> None:
+    checks = [("Prometheus", config.PROMETHEUS_CONTAINER, config.prometheus_port(), config.ENV_PROMETHEUS_PORT),
+              ("Pushgateway", config.PUSHGATEWAY_CONTAINER, config.pushgateway_port(), config.ENV_PUSHGATEWAY_PORT)]
+    if grafana:
+        checks.append(("Grafana", config.GRAFANA_CONTAINER, config.grafana_port(), config.ENV_GRAFANA_PORT))
+    for what, container, port, env in checks:
+        if states((container,))[0].state != "running" and not _port_free(port):
+            raise EnvironmentProblem(
+                f"port 127.0.0.1:{port} ({what}) is in use by another program: stop it, or set {env} to a free port")
+
+
+def grafana_wanted() -> bool:
+    """Start Grafana if its image is here or can be pulled; otherwise say so in one line."""
+    if config.setting(config.ENV_GRAFANA, "").lower() in ("off", "0", "no"):
+        terminal.info(f"Grafana: off ({config.ENV_GRAFANA}); Prometheus: {config.prometheus_url()}")
+        return False
+    image = config.grafana_image()
+    if docker.image_available(image, GRAFANA_PULL_TIMEOUT_S):
+        ensure_grafana_password()
+        return True
+    terminal.info(f"Grafana: image {image} not available (no registry reachable); the lab runs without it — "
+                  f"Prometheus: {config.prometheus_url()}")
+    return False
+
+
+def ensure_grafana_password() -> None:
+    """A generated Grafana admin password in .env (git-ignored; compose reads it). Never admin/admin."""
+    if config.setting(config.ENV_GRAFANA_ADMIN_PASSWORD, ""):
+        return
+    lines = config.ENV_FILE.read_text().splitlines() if config.ENV_FILE.exists() else []
+    lines.append(f"{config.ENV_GRAFANA_ADMIN_PASSWORD}={secrets.token_urlsafe(24)}")
+    tmp = config.ENV_FILE.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.chmod(0o600)
+    tmp.replace(config.ENV_FILE)
 
 
 def build() -> None:
@@ -80,8 +116,10 @@ def build() -> None:
 
 
 def up(*, build_images: bool = False) -> None:
-    d = docker.require_engine()
-    check_ports()
+    docker.require_engine()
+    grafana = grafana_wanted()
+    d = docker.client((config.GRAFANA_PROFILE,) if grafana else ())
+    check_ports(grafana)
     try:
         # Not `--wait`: compose counts the one-shot route helpers' normal exit as a failure.
         d.compose.up(detach=True, build=build_images, quiet=False)
@@ -91,6 +129,9 @@ def up(*, build_images: bool = False) -> None:
             f"or `quiclab status`") from None
     hostnet.ensure_bridge_rules()
     wait_ready()
+    if grafana and not services.wait_up(services.GRAFANA, GRAFANA_START_TIMEOUT_S):
+        terminal.warning(f"Grafana did not answer at {config.grafana_url()} within {GRAFANA_START_TIMEOUT_S:.0f} s: "
+                         f"see `docker logs {config.GRAFANA_CONTAINER}`; everything else works")
 
 
 def wait_ready(timeout_s: float = UP_TIMEOUT_S) -> None:
@@ -115,11 +156,30 @@ def wait_ready(timeout_s: float = UP_TIMEOUT_S) -> None:
 
 
 def down() -> None:
-    d = docker.require_engine()
+    docker.require_engine()
+    d = docker.client((config.GRAFANA_PROFILE,))  # the optional Grafana goes too
     try:
         d.compose.down(volumes=True, remove_orphans=True, timeout=5)
     except DockerException as e:
         raise EnvironmentProblem(f"`docker compose down` failed (exit {e.return_code})") from None
+    sweep_leftovers(d)
+
+
+def sweep_leftovers(d: DockerClient) -> None:
+    """Remove what compose no longer knows about but is still labelled as this project's: volumes and networks
+    of another version of the compose file (an older checkout's lab), containers of a removed service."""
+    with contextlib.suppress(DockerException):
+        gone = d.container.list(all=True, filters=[("label", PROJECT_LABEL)])
+        if gone:
+            d.container.remove(gone, force=True, volumes=True)
+    with contextlib.suppress(DockerException):
+        nets = d.network.list(filters=[("label", PROJECT_LABEL)])
+        if nets:
+            d.network.remove(nets)
+    with contextlib.suppress(DockerException):
+        vols = d.volume.list(filters=[("label", PROJECT_LABEL)])
+        if vols:
+            d.volume.remove(vols)
 
 
 def leftovers() -> list[str]:

@@ -14,6 +14,8 @@ class TransferRequest(BaseModel):
     size: int
     url: str
     timeout_s: float
+    cc: str | None = None  # QUIC congestion control to ask the client for (where its registry entry allows)
+    env: dict[str, str] = {}  # extra environment for the client (evidence: SSLKEYLOGFILE, QLOGDIR)
 
 
 class ClientReport(BaseModel):
@@ -48,3 +50,6 @@ class TransferResult(BaseModel):
     goodput_bps: float | None
     wall_s: float
     exit_code: int
+    unsupported: bool = False  # the client or server cannot do this protocol (not run, or exit code 127)
+    evidence: list[str] = []  # captured files (--capture)
+    pcap_goodput_bps: float | None = None  # object bits over first..last server data packet (client-side pcap)

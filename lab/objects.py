@@ -1,4 +1,5 @@
-"""Test objects on the server: incompressible random bytes of a given size, made on demand, hashed there."""
+"""Test objects: incompressible random bytes of a given size, made on demand by the nginx server container and
+hashed there; they live in the shared `objects` volume, which the other servers serve read-only."""
 
 from __future__ import annotations
 
@@ -10,8 +11,14 @@ from lab.errors import EnvironmentProblem
 _cache: dict[int, str] = {}
 
 
+def path_for(size: int) -> str:
+    """The object's path on every server (they all serve the same object volume)."""
+    return f"/obj/{size}"
+
+
 def url_for(size: int) -> str:
-    return f"https://{config.SERVER_NAME}/obj/{size}"
+    """The object's URL on the nginx server."""
+    return f"https://{config.SERVER_NAME}{path_for(size)}"
 
 
 def ensure(size: int) -> str:

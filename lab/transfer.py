@@ -7,22 +7,41 @@ import time
 from python_on_whales.exceptions import DockerException
 
 from lab import objects
+from lab.endpoints import check_server
 from lab.endpoints.base import ClientAdapter
+from lab.endpoints.registry import UNSUPPORTED_EXIT, registry
 from lab.models import ClientReport, TransferRequest, TransferResult
 from lab.protocols import Protocol
 
 
+def unsupported_result(client: str, server: str, protocol: Protocol, size: int, why: str) -> TransferResult:
+    """A combination the registry says cannot run: recorded as unsupported, never run, never a failure."""
+    return TransferResult(
+        ok=False, failure=f"unsupported: {why}", protocol=protocol, http_version="", client=client, server=server,
+        size=size, bytes=0, sha256_expected="", sha256="", handshake_s=None, ttfb_s=None, total_s=None,
+        goodput_bps=None, wall_s=0.0, exit_code=UNSUPPORTED_EXIT, unsupported=True)
+
+
 def run_transfer(client: ClientAdapter, server: str, protocol: Protocol, size: int,
-                 timeout_s: float) -> TransferResult:
+                 timeout_s: float, cc: str | None = None, env: dict[str, str] | None = None) -> TransferResult:
     from lab import docker
 
+    target = check_server(server)
+    why = registry().unsupported(client.name, server, protocol)
+    if why:
+        return unsupported_result(client.name, server, protocol, size, why)
     expected_sha = objects.ensure(size)
-    request = TransferRequest(protocol=protocol, size=size, url=objects.url_for(size), timeout_s=timeout_s)
+    request = TransferRequest(protocol=protocol, size=size, url=target.url(objects.path_for(size)),
+                              timeout_s=timeout_s, cc=cc, env=env or {})
     start = time.monotonic()
     try:
         report = client.parse(docker.exec_in(client.container, client.command(request)))
     except DockerException as e:
-        report = ClientReport(exit_code=-1, error=f"could not run {client.name}: {(e.stderr or str(e)).strip()}")
+        message = (e.stderr or str(e)).strip()
+        if e.return_code == UNSUPPORTED_EXIT:
+            report = ClientReport(exit_code=UNSUPPORTED_EXIT, error=f"unsupported: {message or 'exit code 127'}")
+        else:
+            report = ClientReport(exit_code=-1, error=f"could not run {client.name}: {message}")
     wall = time.monotonic() - start
     return verify(request, report, expected_sha, client=client.name, server=server, wall_s=wall)
 
@@ -38,10 +57,13 @@ def verify(request: TransferRequest, report: ClientReport, expected_sha: str, *,
         client=client, server=server, size=request.size, bytes=report.bytes, sha256_expected=expected_sha,
         sha256=report.sha256, handshake_s=report.handshake_s, ttfb_s=report.ttfb_s, total_s=total,
         goodput_bps=goodput, wall_s=wall_s, exit_code=report.exit_code,
+        unsupported=report.exit_code == UNSUPPORTED_EXIT,
     )
 
 
 def failure_reason(request: TransferRequest, report: ClientReport, expected_sha: str) -> str:
+    if report.exit_code == UNSUPPORTED_EXIT:
+        return report.error or "unsupported (exit code 127)"
     if report.exit_code != 0:
         return f"client exit code {report.exit_code}: {report.error or 'no message'}"
     if report.http_version != request.protocol.http_version:

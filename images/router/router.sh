@@ -10,6 +10,10 @@
 #   quiclab-router netem-probe           exit 0 if this kernel has sch_netem, 3 if not
 #   quiclab-router tc-check TC_ARGS...   run one tc command against a scratch dummy interface (syntax check)
 #   quiclab-router offloads              turn TSO/GSO/GRO off on the lab interfaces
+#   quiclab-router endpoint-route NET VIA  (in an endpoint's netns, run by the one-shot *-route services) route
+#                                        NET via the router and turn TSO/GSO/GRO off on that interface, so the
+#                                        endpoint puts wire-sized packets on the link (not 64 KB GSO bundles
+#                                        that a qdisc would shape, and a capture would see, as one packet)
 set -euo pipefail
 
 CLIENT_SIDE_IP=${QUICLAB_ROUTER_CLIENT_IP:-10.71.1.254}
@@ -17,8 +21,14 @@ SERVER_SIDE_IP=${QUICLAB_ROUTER_SERVER_IP:-10.71.2.254}
 CLIENT_NET=${QUICLAB_CLIENT_NET:-10.71.1.0/24}
 SERVER_NET=${QUICLAB_SERVER_NET:-10.71.2.0/24}
 LINKEM_LISTEN=${QUICLAB_LINKEM_LISTEN:-0.0.0.0:9100}
-TUN=tun0
-TABLE=100
+# One TUN device (and one linkem thread) per direction, chosen by the interface a packet arrived on: from the
+# server side (toward the client, downlink) into $TUN_DOWN, from the client side (toward the server, uplink) into
+# $TUN_UP. linkem writes each packet back to the device it came from; it then has iif tun-*, matches no rule and
+# the main table routes it out.
+TUN_DOWN=tun-down
+TUN_UP=tun-up
+TABLE_UP=100   # iif <client-if> -> default dev $TUN_UP
+TABLE_DOWN=101 # iif <server-if> -> default dev $TUN_DOWN
 
 iface_of() { ip -o -4 addr show | awk -v ip="$1" '{split($4, a, "/"); if (a[1] == ip) print $2}'; }
 cif() { local i; i=$(iface_of "$CLIENT_SIDE_IP"); [ -n "$i" ] || { echo "no interface has $CLIENT_SIDE_IP" >&2; return 1; }; echo "$i"; }
@@ -31,8 +41,15 @@ offloads() {
   done
 }
 
+endpoint_route() {
+  local net=${1:?NET} via=${2:?VIA} dev
+  ip route replace "$net" via "$via"
+  dev=$(ip -o route get "$via" | sed -nE 's/.* dev ([^ ]+).*/\1/p')
+  ethtool -K "$dev" tso off gso off gro off >/dev/null 2>&1 || echo "warning: could not turn offloads off on $dev" >&2
+}
+
 nft_rules() {
-  # Only traffic between the two lab subnets is forwarded, through the lab interfaces (and the TUN). Nothing from
+  # Only traffic between the two lab subnets is forwarded, through the lab interfaces (and the TUNs). Nothing from
   # the lab networks reaches the router's management port.
   local c s
   c=$(cif); s=$(sif)
@@ -56,7 +73,7 @@ forwarding() {
   c=$(cif); s=$(sif)
   nft flush chain inet quiclab forward
   if [ "$1" = on ]; then
-    nft add rule inet quiclab forward iifname "{ $c, $s, $TUN }" oifname "{ $c, $s, $TUN }" \
+    nft add rule inet quiclab forward iifname "{ $c, $s, $TUN_DOWN, $TUN_UP }" oifname "{ $c, $s, $TUN_DOWN, $TUN_UP }" \
       ip saddr "{ $CLIENT_NET, $SERVER_NET }" ip daddr "{ $CLIENT_NET, $SERVER_NET }" accept
   fi
 }
@@ -67,8 +84,8 @@ path() {
   ip rule del pref 100 2>/dev/null || true
   ip rule del pref 101 2>/dev/null || true
   if [ "$1" = linkem ]; then
-    ip rule add pref 100 iif "$c" lookup $TABLE
-    ip rule add pref 101 iif "$s" lookup $TABLE
+    ip rule add pref 100 iif "$c" lookup $TABLE_UP
+    ip rule add pref 101 iif "$s" lookup $TABLE_DOWN
   fi
 }
 
@@ -78,15 +95,20 @@ start() {
   nft_rules
   forwarding on
   if [ -x /usr/local/bin/linkem ] && [ -c /dev/net/tun ]; then
-    ip link del "$TUN" 2>/dev/null || true
-    ip tuntap add dev "$TUN" mode tun
-    ip link set "$TUN" up mtu 1500 txqueuelen 10000
-    ip route replace default dev "$TUN" table $TABLE
-    linkem run --tun "$TUN" --downlink "$CLIENT_NET" --uplink "$SERVER_NET" --listen "$LINKEM_LISTEN" &
+    local t
+    for t in tun0 "$TUN_DOWN" "$TUN_UP"; do ip link del "$t" 2>/dev/null || true; done # tun0: the older layout
+    for t in "$TUN_DOWN" "$TUN_UP"; do
+      ip tuntap add dev "$t" mode tun
+      ip link set "$t" up mtu 1500 txqueuelen 10000
+    done
+    ip route replace default dev "$TUN_UP" table $TABLE_UP
+    ip route replace default dev "$TUN_DOWN" table $TABLE_DOWN
+    linkem run --tun-down "$TUN_DOWN" --tun-up "$TUN_UP" --downlink "$CLIENT_NET" --uplink "$SERVER_NET" \
+      --listen "$LINKEM_LISTEN" &
     linkem_pid=$!
     for _ in $(seq 1 50); do curl -fsS "http://127.0.0.1:${LINKEM_LISTEN##*:}/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
     path linkem
-    echo "router: $(cif) (client side) <-> $(sif) (server side), shaper: linkem on $TUN"
+    echo "router: $(cif) (client side) <-> $(sif) (server side), shaper: linkem on $TUN_DOWN + $TUN_UP"
   else
     echo "router: $(cif) (client side) <-> $(sif) (server side), no linkem (kernel forwarding only)"
   fi
@@ -101,7 +123,11 @@ start() {
 }
 
 path_show() {
-  if ip rule show pref 100 | grep -q "lookup $TABLE"; then echo linkem; else echo kernel; fi
+  if ip rule show pref 100 | grep -q "lookup $TABLE_UP" && ip rule show pref 101 | grep -q "lookup $TABLE_DOWN"; then
+    echo linkem
+  else
+    echo kernel
+  fi
 }
 
 # A scratch veth interface (never up, carries no traffic; this kernel may lack the dummy driver) for probing qdiscs and checking tc syntax.
@@ -137,6 +163,8 @@ check() {
   nft list chain inet quiclab forward | grep -q accept
   if [ -x /usr/local/bin/linkem ] && [ -c /dev/net/tun ]; then
     curl -fsS "http://127.0.0.1:${LINKEM_LISTEN##*:}/healthz" >/dev/null
+    ip link show "$TUN_DOWN" >/dev/null && ip link show "$TUN_UP" >/dev/null
+    ip route show table $TABLE_UP | grep -q "dev $TUN_UP" && ip route show table $TABLE_DOWN | grep -q "dev $TUN_DOWN"
   fi
 }
 
@@ -151,5 +179,6 @@ case "${1:-}" in
   netem-probe) netem_probe ;;
   tc-check) shift; tc_check "$@" ;;
   offloads) offloads ;;
-  *) sed -n '2,15p' "$0" >&2; exit 2 ;;
+  endpoint-route) shift; endpoint_route "$@" ;;
+  *) sed -n '2,19p' "$0" >&2; exit 2 ;;
 esac

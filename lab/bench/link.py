@@ -12,6 +12,7 @@ import statistics
 import threading
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from lab import config, docker
 from lab.link import linkem, router, shaper
@@ -25,7 +26,7 @@ class BenchResult:
     linkem_gbps: float
     linkem_vs_kernel: float
     rate_accuracy: dict[str, dict[str, float]]
-    delay_error_ms: dict[str, float]
+    delay_error_ms: dict[str, Any]
     seconds_per_test: float
 
     def to_json(self) -> str:
@@ -75,20 +76,26 @@ def rate_accuracy(rate_mbit: int, seconds: float) -> dict[str, float]:
             "wire_mbit": ip_bits / elapsed / 1e6, "wire_ratio": ip_bits / elapsed / (rate_mbit * 1e6)}
 
 
-def delay_error(seconds: float, delay_ms: float = 20.0) -> dict[str, float]:
-    """Ping RTT minus configured RTT while an unshaped bulk TCP flow loads linkem."""
+def _udp_load(seconds: float, rate: str) -> None:
+    docker.exec_in(config.CLIENT_CONTAINER, ["iperf3", "-c", config.SERVER_IP, "-R", "-u", "-b", rate, "-l", "1400",
+                                             "-t", f"{seconds:g}", "--connect-timeout", "3000"])
+
+
+def delay_error(seconds: float, delay_ms: float = 20.0, load: str = "300M") -> dict[str, float]:
+    """Ping RTT minus configured RTT while a constant-rate UDP flow (below linkem's capacity, no rate limit, so
+    no queue builds) loads the emulator: the emulator's own timing error under load."""
     shaper.apply(parse_link({"delay": f"{delay_ms}ms"}), "linkem")
-    load = threading.Thread(target=_iperf, args=(seconds + 1,))
-    load.start()
+    loader = threading.Thread(target=_udp_load, args=(seconds + 1, load))
+    loader.start()
     time.sleep(0.5)
     count = int(seconds / 0.005)
-    out = docker.exec_in(config.CLIENT_CONTAINER, ["ping", "-n", "-c", str(count), "-i",
-                                                   "0.005", config.SERVER_IP])
-    load.join()
+    out = docker.exec_in(config.CLIENT_CONTAINER, ["ping", "-n", "-c", str(count), "-i", "0.005", config.SERVER_IP])
+    loader.join()
     rtts = [float(x.split("time=")[1].split()[0]) for x in out.splitlines() if "time=" in x]
     errors = [r - 2 * delay_ms for r in rtts]
-    return {"configured_rtt_ms": 2 * delay_ms, "samples": len(errors), "p50": _percentile(errors, 0.5),
-            "p99": _percentile(errors, 0.99), "max": max(errors), "mean": statistics.fmean(errors)}
+    return {"configured_rtt_ms": 2 * delay_ms, "load": f"UDP {load}bit/s downlink", "samples": len(errors),
+            "p50": _percentile(errors, 0.5), "p99": _percentile(errors, 0.99), "max": max(errors),
+            "mean": statistics.fmean(errors)}
 
 
 def run(seconds: float = 5.0) -> BenchResult:

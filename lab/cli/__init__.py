@@ -8,20 +8,22 @@ import typer
 from typer.exceptions import TyperException
 
 from lab import terminal
-from lab.cli import bench, build, compare, down, presets, report, run, shape, status, sweep, up
-from lab.config import ENV_PROMETHEUS_PORT, ENV_TIMEOUT
+from lab.cli import bench, build, compare, dashboard, down, presets, report, run, shape, status, sweep, up
+from lab.config import ENV_GRAFANA, ENV_PROMETHEUS_PORT, ENV_PUSHGATEWAY_URL, ENV_TIMEOUT
 from lab.errors import QuiclabError
 
 app = typer.Typer(
     name="quiclab",
     help=("Measure QUIC/HTTP-3 against TCP (HTTP/1.1, HTTP/2) through an emulated link.\n\n"
           f"Environment: {ENV_PROMETHEUS_PORT} (Prometheus port on 127.0.0.1, default 9090), "
-          f"{ENV_TIMEOUT} (per-transfer timeout in seconds, default 120)."),
+          f"{ENV_TIMEOUT} (per-transfer timeout in seconds, default 120), "
+          f"{ENV_PUSHGATEWAY_URL} (where sweeps push live results; off = do not push), "
+          f"{ENV_GRAFANA} (off = never start Grafana). See docs/observability.md."),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for module in (up, down, status, run, shape, sweep, presets, report, compare, bench, build):
+for module in (up, down, status, dashboard, run, shape, sweep, presets, report, compare, bench, build):
     module.register(app)
 
 

@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
             rows.append([f"rate {name}: TCP goodput / configured", f"{a['goodput_ratio']:.3f}"])
             rows.append([f"rate {name}: IP wire rate / configured", f"{a['wire_ratio']:.3f}"])
         d = r.delay_error_ms
-        rows.append([f"delay error under load (RTT {d['configured_rtt_ms']:g} ms) p50 / p99 / max",
+        rows.append([f"delay error, {d['load']} (RTT {d['configured_rtt_ms']:g} ms) p50 / p99 / max",
                      f"{d['p50']:.3f} / {d['p99']:.3f} / {d['max']:.3f} ms"])
         terminal.table("link emulator benchmark", ["measure", "value"], rows, right=["value"])
         out = config.ROOT / "results" / "bench" / f"link-{dt.datetime.now():%Y%m%d-%H%M%S}.json"

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import datetime as dt
 import os
 from typing import Annotated
 
@@ -7,7 +8,10 @@ import typer
 
 from lab import config, lab, terminal
 from lab.endpoints import check_server, get_client
+from lab.endpoints.registry import registry
 from lab.errors import UsageError, VerificationError
+from lab.evidence.capture import collecting, parse_kinds
+from lab.evidence.goodput import pcap_goodput
 from lab.models import TransferResult
 from lab.protocols import parse_protocol
 from lab.sizes import format_size, parse_size
@@ -24,7 +28,10 @@ def _mbps(v: float | None) -> str:
 
 def _row(r: TransferResult) -> list[str]:
     used = f"HTTP/{r.http_version}" if r.http_version else "?"
-    verdict = "[green]ok[/]" if r.ok else f"[red]FAILED[/] {r.failure}"
+    if r.unsupported:
+        used, verdict = "-", f"[yellow]unsupported[/] {r.failure.removeprefix('unsupported: ')}"
+    else:
+        verdict = "[green]ok[/]" if r.ok else f"[red]FAILED[/] {r.failure}"
     return [r.protocol.label, used, str(r.bytes), _ms(r.handshake_s), _ms(r.ttfb_s), _ms(r.total_s),
             _mbps(r.goodput_bps), verdict]
 
@@ -34,10 +41,15 @@ def register(app: typer.Typer) -> None:
     def run(
         protocol: Annotated[str, typer.Option("--protocol", "-p", help="h1, h2, h3 or a comma list.")] = "h1,h2,h3",
         size: Annotated[str, typer.Option("--size", "-s", help="Object size, e.g. 10kB, 1MB, 10MiB, 12345.")] = "1MB",
-        client: Annotated[str, typer.Option(help="Client implementation.")] = "curl",
-        server: Annotated[str, typer.Option(help="Server implementation.")] = "nginx",
+        client: Annotated[str, typer.Option(help="Client implementation (see docs/implementations.md).")] = "curl",
+        server: Annotated[str, typer.Option(help="Server implementation: nginx, ngtcp2, caddy.")] = "nginx",
+        cc: Annotated[str | None, typer.Option(help="QUIC congestion control for clients that can choose it "
+                                                    "(gtlsclient: cubic, reno, bbr).")] = None,
         timeout: Annotated[float | None, typer.Option(help="Per-transfer timeout in seconds.")] = None,
         json_out: Annotated[bool, typer.Option("--json", help="One JSON object per transfer on stdout.")] = False,
+        capture: Annotated[str | None, typer.Option(help="Evidence to keep: pcap,keylog,qlog (any subset, or all); "
+                                                         "written to results/runs/<time>-<client>-<server>/.")]
+        = None,
     ) -> None:
         """Run verified transfers through the router: one per protocol."""
         protocols = [parse_protocol(p) for p in protocol.split(",") if p.strip()]
@@ -46,14 +58,31 @@ def register(app: typer.Typer) -> None:
         nbytes = parse_size(size)
         adapter = get_client(client)
         check_server(server)
+        if cc is not None:
+            quic_cc = registry().client(client).quic_cc
+            if quic_cc is None or not quic_cc.settable:
+                raise UsageError(f"--cc: {client} cannot choose its congestion control "
+                                 f"({quic_cc.describe() if quic_cc else 'no QUIC'})")
+            if cc not in quic_cc.options:
+                raise UsageError(f"invalid --cc {cc!r} for {client}: allowed are {', '.join(quic_cc.options)}")
         timeout_s = timeout if timeout is not None else float(os.environ.get(config.ENV_TIMEOUT, "120"))
         if not 0 < timeout_s <= 3600:
             raise UsageError(f"invalid --timeout {timeout_s:g}: allowed is more than 0 and at most 3600 seconds")
+        kinds = parse_kinds(capture)
         lab.require_up()
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        root = config.ROOT / "results" / "runs" / f"{stamp}-{adapter.name}-{server}"
         results = []
         for p in protocols:
-            with terminal.status(f"{p.label} {format_size(nbytes)} with {adapter.name} → {server}"):
-                results.append(run_transfer(adapter, server, p, nbytes, timeout_s))
+            with terminal.status(f"{p.label} {format_size(nbytes)} with {adapter.name} → {server}"), \
+                    collecting(kinds, root, root / p.value, adapter.name, adapter.container) as ev:
+                result = run_transfer(adapter, server, p, nbytes, timeout_s, cc=cc, env=ev.client_env)
+            if kinds:
+                result.evidence = [str(root / f) for f in ev.relative()]
+                result.pcap_goodput_bps = pcap_goodput(ev, server, p, nbytes) if result.ok else None
+                for problem in ev.problems:
+                    terminal.warning(f"{p.label}: {problem}")
+            results.append(result)
             if json_out:
                 terminal.raw(results[-1].model_dump_json())
         if not json_out:
@@ -63,6 +92,12 @@ def register(app: typer.Typer) -> None:
                 [_row(r) for r in results],
                 right=["bytes", "handshake ms", "TTFB ms", "total ms", "goodput Mbit/s"],
             )
-        failed = [r for r in results if not r.ok]
+        if kinds and not json_out:
+            for r in results:
+                pg = f", pcap goodput {r.pcap_goodput_bps / 1e6:.2f} Mbit/s" if r.pcap_goodput_bps else ""
+                terminal.info(f"{r.protocol.label} evidence{pg}: " + (" ".join(r.evidence) or "none"))
+        failed = [r for r in results if not r.ok and not r.unsupported]
+        if all(r.unsupported for r in results):
+            raise UsageError("; ".join(f"{r.protocol.label}: {r.failure}" for r in results))
         if failed:
             raise VerificationError("; ".join(f"{r.protocol.label}: {r.failure}" for r in failed))

@@ -3,17 +3,24 @@ from __future__ import annotations
 import typer
 
 from lab import config, lab, terminal
+from lab.observe import services
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def status() -> None:
-        """Show the lab's containers and the URLs of its UIs."""
+        """Show the lab's containers and the URLs of its UIs (Prometheus, Pushgateway, Grafana)."""
         rows = []
-        for s in lab.states():
+        for s in lab.states((*lab.LAB_CONTAINERS, config.GRAFANA_CONTAINER)):
+            if s.name == config.GRAFANA_CONTAINER and s.state == "missing":
+                rows.append([s.name, "[dim]-[/]", "not started (optional)", "-"])
+                continue
             mark = "[green]up[/]" if s.ready else "[red]down[/]"
             rows.append([s.name, mark, s.state, s.health or "-"])
         terminal.table("quiclab", ["container", "", "state", "health"], rows)
-        prom = next(s for s in lab.states((config.PROMETHEUS_CONTAINER,)))
-        state = "up" if prom.ready else "down"
-        terminal.out.print(f"Prometheus: http://127.0.0.1:{config.prometheus_port()}/ ({state})")
+        for svc in services.ALL:
+            up = services.is_up(svc)
+            note = ""
+            if svc is services.GRAFANA and not up:
+                note = f" — image {config.grafana_image()} not started here (`quiclab up` says why)"
+            terminal.out.print(f"{svc.name}: {svc.url()} ({'up' if up else 'down'}){note}")

@@ -8,6 +8,7 @@ from rich.markup import escape
 
 from lab import config, terminal
 from lab.errors import QuiclabError, UsageError
+from lab.evidence.capture import parse_kinds
 from lab.results.report import load_sweep
 from lab.results.stats import summarize
 from lab.results.summary import stats_table
@@ -19,8 +20,11 @@ def _split(v: str | None) -> list[str] | None:
 
 
 def _overrides(data: dict[str, Any], repeats: int | None, protocols: str | None, sizes: str | None,
-               seed: int | None, clients: str | None, servers: str | None, shaper: str | None) -> dict[str, Any]:
+               seed: int | None, clients: str | None, servers: str | None, shaper: str | None,
+               capture: str | None = None) -> dict[str, Any]:
     data = dict(data)
+    if capture is not None:
+        data["capture"] = list(parse_kinds(capture))
     for key, value in (("repeats", repeats), ("seed", seed), ("shaper", shaper), ("protocols", _split(protocols)),
                        ("clients", _split(clients)), ("servers", _split(servers))):
         if value is not None:
@@ -43,9 +47,13 @@ def register(app: typer.Typer) -> None:
         protocols: Annotated[str | None, typer.Option(help="Comma list: h1,h2,h3.")] = None,
         sizes: Annotated[str | None, typer.Option(help="Comma list of object sizes, e.g. 100kB,1MB.")] = None,
         seed: Annotated[int | None, typer.Option(help="Seed for the run order and the link's randomness.")] = None,
-        clients: Annotated[str | None, typer.Option(help="Comma list of clients (default curl).")] = None,
-        servers: Annotated[str | None, typer.Option(help="Comma list of servers (default nginx).")] = None,
+        clients: Annotated[str | None, typer.Option(help="Comma list of clients: curl, gtlsclient (default curl).")]
+        = None,
+        servers: Annotated[str | None, typer.Option(help="Comma list of servers: nginx, ngtcp2, caddy (default "
+                                                          "nginx).")] = None,
         shaper: Annotated[str | None, typer.Option(help="auto, netem or linkem.")] = None,
+        capture: Annotated[str | None, typer.Option(help="Evidence kept per run: pcap,keylog,qlog (any subset, "
+                                                         "or all); stored under <folder>/evidence/.")] = None,
         out: Annotated[Path, typer.Option(help="Where result folders go.")] = config.ROOT / "results",
         resume: Annotated[Path | None, typer.Option(help="Continue an interrupted sweep in this folder.")] = None,
         reuse: Annotated[bool, typer.Option(help="If the newest sweep of this very scenario is unfinished, resume "
@@ -61,19 +69,13 @@ def register(app: typer.Typer) -> None:
             if (preset is None) == (scenario_file is None):
                 raise UsageError("give one preset name (see `quiclab presets`) or --scenario FILE")
             if scenario_file is not None:
-                import tomllib
-                try:
-                    data = tomllib.loads(scenario_file.read_text())
-                except OSError as e:
-                    raise UsageError(f"cannot read scenario {str(scenario_file)!r}: {e.strerror}") from None
-                except tomllib.TOMLDecodeError as e:
-                    raise UsageError(f"scenario {str(scenario_file)!r} is not valid TOML: {e}") from None
-                where, name = str(scenario_file), None
+                data, where, name = scenario.read(scenario_file), str(scenario_file), None
             else:
                 name = presets.resolve(preset or "")
                 data = presets.get(name).model_dump()
                 where = f"preset {name}"
-            s = scenario.validate(_overrides(data, repeats, protocols, sizes, seed, clients, servers, shaper), where)
+            data = _overrides(data, repeats, protocols, sizes, seed, clients, servers, shaper, capture)
+            s = scenario.validate(data, where)
             previous = store.latest_matching(out, s.model_dump()) if reuse else None
             if previous is None:
                 folder, complete = session.start(s, name, out)

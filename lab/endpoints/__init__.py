@@ -1,24 +1,39 @@
-"""Endpoint adapters. A client adapter turns a TransferRequest into a command for its container and reads the
-result back; adding a client means one adapter here and one stanza in images/."""
+"""Endpoints: the implementation registry (implementations.toml, registry.py) and the client adapters. A client
+adapter turns a TransferRequest into a command for its container and reads the result back; adding an
+implementation means one adapter (clients), one image stanza and one registry entry (docs/implementations.md)."""
 
 from __future__ import annotations
 
+import importlib
+
 from lab.endpoints.base import ClientAdapter
-from lab.endpoints.curl import CurlClient
+from lab.endpoints.registry import Implementation, registry
 from lab.errors import UsageError
 
-CLIENTS: dict[str, ClientAdapter] = {a.name: a for a in (CurlClient(),)}
-SERVERS: tuple[str, ...] = ("nginx",)
+_adapters: dict[str, ClientAdapter] = {}
 
 
 def get_client(name: str) -> ClientAdapter:
-    try:
-        return CLIENTS[name]
-    except KeyError:
-        raise UsageError(f"unknown client {name!r}: allowed are {', '.join(sorted(CLIENTS))}") from None
+    """The adapter of the client `name` (as the registry names it)."""
+    if name not in _adapters:
+        impl = registry().client(name)
+        module, _, cls = (impl.adapter or "").partition(":")
+        try:
+            factory = getattr(importlib.import_module(module), cls)
+        except (ImportError, AttributeError) as e:
+            raise UsageError(f"client {name!r}: cannot load its adapter {impl.adapter!r}: {e}") from None
+        _adapters[name] = factory(impl)
+    return _adapters[name]
 
 
-def check_server(name: str) -> str:
-    if name not in SERVERS:
-        raise UsageError(f"unknown server {name!r}: allowed are {', '.join(SERVERS)}")
-    return name
+def check_server(name: str) -> Implementation:
+    """The server `name` (as the registry names it): its container, address, TLS name and port."""
+    return registry().server(name)
+
+
+def client_names() -> list[str]:
+    return registry().names("client")
+
+
+def server_names() -> list[str]:
+    return registry().names("server")

@@ -1,4 +1,4 @@
-"""The client adapter contract."""
+"""The client adapter contract (docs/implementations.md)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ class ClientAdapter(TypingProtocol):
     name: str
     container: str
     protocols: frozenset[Protocol]
+    processes: tuple[str, ...]  # what to stop in `container` after Ctrl-C
 
     def command(self, request: TransferRequest) -> list[str]:
         """The argument list to run in `container` (never a shell string)."""
         ...
 
     def parse(self, stdout: str) -> ClientReport:
-        """Read what the command printed."""
+        """Read what the command printed (one JSON line; exit code 127 means "unsupported")."""
         ...

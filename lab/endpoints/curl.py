@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from lab import config
+from lab.endpoints.registry import Implementation, registry
 from lab.models import ClientReport, TransferRequest
 from lab.protocols import Protocol
 
@@ -13,13 +14,16 @@ _PROTOCOL_FLAGS = {Protocol.H1: "--http1.1", Protocol.H2: "--http2", Protocol.H3
 
 
 class CurlClient:
-    name = "curl"
-    container = config.CLIENT_CONTAINER
-    protocols = frozenset(Protocol)
+    def __init__(self, impl: Implementation | None = None) -> None:
+        impl = impl or registry().client("curl")
+        self.name, self.container, self.protocols = impl.name, impl.container, impl.protocols
+        self.processes = impl.processes
 
     def command(self, request: TransferRequest) -> list[str]:
         # quiclab-fetch (images/client/fetch.sh) streams the body through SHA-256 and prints one JSON line.
+        env = [f"{k}={v}" for k, v in sorted(request.env.items())]
         return [
+            *(["env", *env] if env else []),
             "quiclab-fetch",
             _PROTOCOL_FLAGS[request.protocol],
             "--silent", "--show-error",
@@ -30,23 +34,28 @@ class CurlClient:
         ]
 
     def parse(self, stdout: str) -> ClientReport:
-        line = stdout.strip().splitlines()[-1] if stdout.strip() else ""
-        try:
-            doc = json.loads(line)
-        except json.JSONDecodeError:
-            return ClientReport(exit_code=-1, error=f"unreadable client output: {line[:200]!r}")
-        w = doc.get("curl") or {}
-        exit_code = int(doc.get("exit", -1))
-        return ClientReport(
-            exit_code=exit_code,
-            error=(w.get("errormsg") or "") if exit_code else "",
-            http_version=str(w.get("http_version", "")),
-            bytes=int(w.get("size_download", 0)),
-            sha256=str(doc.get("sha256", "")),
-            handshake_s=_positive(w.get("time_appconnect")),
-            ttfb_s=_positive(w.get("time_starttransfer")),
-            total_s=_positive(w.get("time_total")),
-        )
+        return parse_fetch_json(stdout)
+
+
+def parse_fetch_json(stdout: str) -> ClientReport:
+    """Read the wrappers' JSON line: {"exit": N, "sha256": "...", "curl": curl's %{json} (or the same keys)}."""
+    line = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    try:
+        doc = json.loads(line)
+    except json.JSONDecodeError:
+        return ClientReport(exit_code=-1, error=f"unreadable client output: {line[:200]!r}")
+    w = doc.get("curl") or {}
+    exit_code = int(doc.get("exit", -1))
+    return ClientReport(
+        exit_code=exit_code,
+        error=(w.get("errormsg") or "") if exit_code else "",
+        http_version=str(w.get("http_version", "")),
+        bytes=int(w.get("size_download", 0)),
+        sha256=str(doc.get("sha256", "")),
+        handshake_s=_positive(w.get("time_appconnect")),
+        ttfb_s=_positive(w.get("time_starttransfer")),
+        total_s=_positive(w.get("time_total")),
+    )
 
 
 def _positive(v: object) -> float | None:

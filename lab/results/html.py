@@ -20,6 +20,7 @@ from lab.results.summary import (
     clean,
     excluded_table,
     header_items,
+    implementations_table,
     ratio_table,
     self_check_table,
     stats_table,
@@ -69,6 +70,9 @@ def _kv(items: Sequence[tuple[str, str]]) -> str:
 
 def _manifest_section(records: Sequence[RunRecord], manifest: dict[str, Any]) -> str:
     parts = [_kv(header_items(records, manifest)[1:])]
+    impls = implementations_table(manifest)
+    if impls:
+        parts += ["<h3>Implementations</h3>", html_table(impls)]
     versions = manifest.get("versions")
     if isinstance(versions, dict) and versions:
         parts += ["<h3>Versions</h3>", _kv([(str(k), clean(str(v), 300)) for k, v in versions.items()])]

@@ -27,7 +27,8 @@ X_LABELS = {
     "point": "link condition",
 }
 COLORS = {"h1": "#1f77b4", "h2": "#ff7f0e", "h3": "#2ca02c"}
-STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D")]
+STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ("-", "v"), ("--", "P"), (":", "X"), ("-.", "*"),
+          ((0, (5, 1, 1, 1)), "h")]  # one per client→server pair (the implementations matrix has 6)
 FORMATS = ("png", "svg")
 SeriesKey = tuple[str, str, str]  # client, server, protocol
 

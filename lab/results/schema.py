@@ -52,6 +52,9 @@ class RunRecord:
     cc_client: str          # congestion control of the client's stack (e.g. "cubic", "bbr", "newreno (QUIC)")
     cc_server: str
     started_at: str         # ISO 8601 UTC
+    # evidence (--capture): empty unless asked for
+    pcap_goodput_bps: float | None = None  # size over first..last server data packet in the client-side pcap
+    evidence: str = ""      # space-separated paths of the run's captures, relative to the sweep folder
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecord))

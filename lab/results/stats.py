@@ -195,6 +195,8 @@ def ratios(records: Sequence[RunRecord], numerator: str = "h3",
     groups = group_records(records)
     cells: dict[tuple[int, str, str], dict[str, dict[int, RunRecord]]] = {}
     for (point, client, server, protocol), rs in groups.items():
+        if all(r.status == "unsupported" for r in rs):
+            continue  # a combination that cannot run has nothing to compare (e.g. gtlsclient over HTTP/2)
         ok = {r.repeat: r for r in rs if exclusion_reason(r) is None}
         cells.setdefault((point, client, server), {})[protocol] = ok
     out = []

@@ -27,6 +27,7 @@ EXCLUSION_RULE = "Statistics exclude runs whose status is not ok (and ok runs wi
 RATIO_NOTE = ("Ratios of medians over the repeats that are ok in both protocols (paired by repeat, same link seed). "
               "Time ratio < 1 and goodput ratio > 1 mean HTTP/3 was faster.")
 NA = "-"  # a missing value
+UNSUPPORTED = "unsupported"  # a client/server/protocol combination the registry rules out (never run)
 EN = "\u2013"  # en dash between the ends of a range
 CI_NOTE = "95 % CI: percentile bootstrap of the median (2000 resamples, fixed seed); none when n < 2."
 
@@ -98,10 +99,16 @@ def _excluded_cell(g: GroupStats) -> str:
 def stats_table(groups: Sequence[GroupStats]) -> Table:
     cols = ["parameter", "method", "n", "transfer time s median [IQR]", "time 95 % CI",
             "goodput Mbit/s median [IQR]", "goodput 95 % CI", "excluded"]
-    rows = [[g.point_label, method_label(g.protocol, g.client, g.server), str(g.n),
-             _median_iqr(g.total_s), fmt_ci(g.total_s.ci if g.total_s else None),
-             _median_iqr(g.goodput_bps, 1e-6), fmt_ci(g.goodput_bps.ci if g.goodput_bps else None, 1e-6),
-             _excluded_cell(g)] for g in groups]
+    rows = []
+    for g in groups:
+        if g.n == 0 and set(g.excluded) == {UNSUPPORTED}:  # the matrix says "unsupported", not a failure
+            rows.append([g.point_label, method_label(g.protocol, g.client, g.server), "0", UNSUPPORTED, NA,
+                         UNSUPPORTED, NA, _excluded_cell(g)])
+            continue
+        rows.append([g.point_label, method_label(g.protocol, g.client, g.server), str(g.n),
+                     _median_iqr(g.total_s), fmt_ci(g.total_s.ci if g.total_s else None),
+                     _median_iqr(g.goodput_bps, 1e-6), fmt_ci(g.goodput_bps.ci if g.goodput_bps else None, 1e-6),
+                     _excluded_cell(g)])
     return cols, rows
 
 
@@ -123,6 +130,21 @@ def clean(text: str, limit: int = 200) -> str:
 def excluded_table(records: Sequence[RunRecord]) -> Table:
     counts = exclusion_counts(records)
     return ["status", "reason", "runs"], [[s, clean(f) or NA, str(n)] for (s, f), n in counts.items()]
+
+
+def implementations_table(manifest: dict[str, Any]) -> Table | None:
+    """The sweep's clients and servers: version string and congestion control (manifest "implementations")."""
+    impls = manifest.get("implementations")
+    if not isinstance(impls, dict) or not impls:
+        return None
+    rows = []
+    for name, doc in impls.items():
+        if not isinstance(doc, dict):
+            continue
+        cc = doc.get("cc") if isinstance(doc.get("cc"), dict) else {}
+        rows.append([str(name), str(doc.get("role", NA)), ", ".join(doc.get("protocols", [])) or NA,
+                     clean(str(doc.get("version", NA)), 120), str(cc.get("tcp") or NA), str(cc.get("quic") or NA)])
+    return ["implementation", "role", "protocols", "version", "TCP congestion control", "QUIC congestion control"], rows
 
 
 def self_check_table(manifest: dict[str, Any]) -> Table | None:
@@ -157,6 +179,9 @@ def summary_markdown(records: Sequence[RunRecord], manifest: dict[str, Any]) -> 
     name = items[0][1]
     parts = [f"# quiclab sweep {name}", ""]
     parts += [f"- **{k}**: {_md_cell(v)}" for k, v in items[1:]]
+    impls = implementations_table(manifest)
+    if impls:
+        parts += ["", "## Implementations", "", md_table(impls)]
     parts += ["", "## Transfer time and goodput per method", "", CI_NOTE, "",
               md_table(stats_table(summarize(records))) if records else "No runs.", ""]
     rat = ratios(records)

@@ -14,10 +14,13 @@ from typing import Any
 from python_on_whales.exceptions import DockerException
 
 from lab import __version__, config, docker
+from lab.endpoints.registry import registry
 from lab.link import router, shaper
 from lab.link.model import Link
+from lab.protocols import Protocol
 
-QUIC_CC = {"client": "newreno (curl: OpenSSL QUIC)", "server": "newreno (nginx QUIC, fixed)"}
+#: curl's and nginx's QUIC congestion control (the registry's entries; kept for older manifests and callers).
+QUIC_CC = {"client": "newreno (curl: OpenSSL QUIC, fixed)", "server": "newreno (nginx QUIC, fixed)"}
 
 
 def _exec(container: str, *cmd: str) -> str:
@@ -45,12 +48,37 @@ def versions() -> dict[str, str]:
 
 
 def tcp_cc(container: str) -> str:
+    """The kernel's TCP congestion control in the container's network namespace (a per-namespace sysctl)."""
     return _exec(container, "cat", "/proc/sys/net/ipv4/tcp_congestion_control")
 
 
 def congestion_control() -> dict[str, str]:
     return {"tcp client": tcp_cc(config.CLIENT_CONTAINER), "tcp server": tcp_cc(config.SERVER_CONTAINER),
             "quic client": QUIC_CC["client"], "quic server": QUIC_CC["server"]}
+
+
+def implementations(names: list[str], chosen: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """Per implementation in a sweep: role, protocols, container, version string (the registry's version command
+    run in its container) and congestion control (TCP: the kernel's in that container; QUIC: the stack's, from
+    the registry: the scenario's choice where it can be chosen, else the default; with the options)."""
+    reg = registry()
+    tcp: dict[str, str] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(names):
+        impl = reg.implementations[name]
+        if impl.container not in tcp:
+            tcp[impl.container] = tcp_cc(impl.container)
+        version = _exec(impl.container, impl.version).splitlines()
+        out[name] = {
+            "role": impl.role, "protocols": sorted(p.value for p in impl.protocols), "container": impl.container,
+            "version": version[0] if version else "unknown",
+            "cc": {"tcp": tcp[impl.container] if impl.protocols - {Protocol.H3} else None,
+                   "quic": impl.quic_cc.describe((chosen or {}).get(name)) if impl.quic_cc else None},
+            "quic_cc_options": list(impl.quic_cc.options) if impl.quic_cc else [],
+        }
+        if impl.role == "server":
+            out[name]["url"] = impl.url("/")
+    return out
 
 
 def host() -> dict[str, Any]:

@@ -9,18 +9,21 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from python_on_whales.exceptions import DockerException
 
-from lab import config, docker
+from lab import docker
 from lab.endpoints import get_client
+from lab.endpoints.registry import registry
 from lab.errors import QuiclabError
+from lab.evidence import capture
+from lab.evidence.goodput import pcap_goodput
 from lab.link import linkem, router, shaper
 from lab.link.model import Link
 from lab.protocols import Protocol
 from lab.results.schema import RunRecord
-from lab.sweep.environment import QUIC_CC
 from lab.sweep.plan import PlannedRun
 from lab.sweep.store import RunLog
 from lab.transfer import run_transfer
@@ -33,8 +36,17 @@ _BYTES = re.compile(r'^quiclab_link_bytes_total\{direction="(downlink|uplink)",p
 class Context:
     sweep: str
     shaper: str                # requested backend: auto | netem | linkem
-    tcp_cc: dict[str, str]     # {"client": ..., "server": ...}
+    cc: dict[str, dict[str, str | None]]  # implementation -> {"tcp": ..., "quic": ...} (manifest "implementations")
     timeout_for: Callable[[PlannedRun], float]
+    quic_cc: dict[str, str] = field(default_factory=dict)  # client -> chosen QUIC congestion control (scenario)
+    capture: tuple[str, ...] = ()  # evidence kinds to keep per run (pcap, keylog, qlog)
+    folder: Path | None = None     # the sweep folder (evidence goes to <folder>/evidence/<run>/)
+
+    def cc_of(self, implementation: str, protocol: Protocol) -> str:
+        """"unknown" if the manifest does not say; "none" if the implementation has no such transport."""
+        if implementation not in self.cc:
+            return "unknown"
+        return self.cc[implementation].get("quic" if protocol is Protocol.H3 else "tcp") or "none"
 
 
 def wire_counters(backend: str) -> tuple[int, int] | None:
@@ -55,7 +67,6 @@ def wire_counters(backend: str) -> tuple[int, int] | None:
 
 
 def _record(run: PlannedRun, ctx: Context, backend: str, link: Link, started: str) -> RunRecord:
-    quic = run.protocol is Protocol.H3
     return RunRecord(
         sweep=ctx.sweep, run_key=run.key, point=run.point.index, point_label=run.point.label,
         x_name=run.point.x_name, x=run.point.x, protocol=run.protocol.value, client=run.client, server=run.server,
@@ -65,8 +76,8 @@ def _record(run: PlannedRun, ctx: Context, backend: str, link: Link, started: st
         size_bytes=run.point.size, status="failed", failure="", http_version="", bytes=0, sha256_ok=False,
         handshake_s=None, ttfb_s=None, total_s=None, goodput_bps=None, wall_s=0.0, overhead_s=None,
         wire_down_bytes=None, wire_up_bytes=None, wire_overhead=None,
-        cc_client=QUIC_CC["client"] if quic else ctx.tcp_cc["client"],
-        cc_server=QUIC_CC["server"] if quic else ctx.tcp_cc["server"], started_at=started)
+        cc_client=ctx.cc_of(run.client, run.protocol), cc_server=ctx.cc_of(run.server, run.protocol),
+        started_at=started)
 
 
 def execute(run: PlannedRun, ctx: Context) -> RunRecord:
@@ -76,13 +87,21 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
     link = run.link()
     backend = ctx.shaper
     rec = _record(run, ctx, backend, link, started)
+    why = registry().unsupported(run.client, run.server, run.protocol)
+    if why:  # the registry says this combination cannot run: recorded as such, not run, not a failure
+        rec.status, rec.failure = "unsupported", why
+        return rec
     try:
         choice, _ = shaper.apply(link, ctx.shaper)
         rec.shaper = backend = choice.backend
-        before = wire_counters(backend)
-        result = run_transfer(get_client(run.client), run.server, run.protocol, run.point.size,
-                              ctx.timeout_for(run))
-        after = wire_counters(backend)
+        adapter = get_client(run.client)
+        root = ctx.folder or Path.cwd()
+        with capture.collecting(ctx.capture, root, root / "evidence" / run.key.replace("/", "_"), adapter.name,
+                                adapter.container) as ev:
+            before = wire_counters(backend)
+            result = run_transfer(adapter, run.server, run.protocol, run.point.size, ctx.timeout_for(run),
+                                  cc=ctx.quic_cc.get(run.client), env=ev.client_env)
+            after = wire_counters(backend)
     except QuiclabError as e:
         rec.failure = str(e)
         rec.wall_s = time.monotonic() - t0
@@ -96,8 +115,12 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
     if before and after:
         rec.wire_down_bytes, rec.wire_up_bytes = after[0] - before[0], after[1] - before[1]
         rec.wire_overhead = (rec.wire_down_bytes + rec.wire_up_bytes) / run.point.size if run.point.size else None
+    rec.evidence = " ".join(ev.relative())
+    rec.pcap_goodput_bps = pcap_goodput(ev, run.server, run.protocol, run.point.size) if result.ok else None
     if result.ok:
         rec.status = "ok"
+    elif result.unsupported:  # the implementation said so itself (the contract's exit code 127)
+        rec.status, rec.failure = "unsupported", result.failure
     else:
         rec.status = "timeout" if result.exit_code == CURL_TIMEOUT_EXIT else "failed"
         rec.failure = result.failure
@@ -112,9 +135,12 @@ def interrupted(run: PlannedRun, ctx: Context) -> RunRecord:
 
 def stop_everything() -> None:
     """After Ctrl-C: no transfer left running in the client, the link back to unimpaired."""
-    for pattern in ("quiclab-fetch", "curl"):
-        with contextlib.suppress(DockerException):
-            docker.exec_in(config.CLIENT_CONTAINER, ["pkill", "-f", pattern])
+    reg = registry()
+    for name in reg.names("client"):
+        impl = reg.client(name)
+        for pattern in impl.processes:
+            with contextlib.suppress(DockerException):
+                docker.exec_in(impl.container, ["pkill", "-f", pattern])
     with contextlib.suppress(QuiclabError):
         shaper.apply(Link())
 

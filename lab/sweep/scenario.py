@@ -4,13 +4,15 @@
     description = "..."
     protocols = ["h1", "h2", "h3"]      # default all three
     clients = ["curl"]                  # default curl
-    servers = ["nginx"]                 # default nginx
+    servers = ["nginx"]                 # default nginx (lab/endpoints/implementations.toml lists them all)
+    quic_cc = {gtlsclient = "bbr"}      # QUIC congestion control of clients that can choose it (default: theirs)
     sizes = ["10MB"]                    # objects (a swept `size` replaces this)
     repeats = 5
     seed = 1                            # shuffles the run order and seeds the link's randomness
     timeout = 0                         # seconds per transfer; 0 = derived from size and link
     shaper = "auto"                     # auto | netem | linkem
     log_y = false                       # log goodput axis in plots
+    capture = []                        # evidence per run: any of "pcap", "keylog", "qlog" (docs/results.md)
 
     [link]                              # fixed link parameters (see lab/link/spec.py for keys)
     rtt = "160ms"
@@ -32,7 +34,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from lab.endpoints import check_server, get_client
+from lab.endpoints.registry import registry
 from lab.errors import UsageError
+from lab.evidence.capture import parse_kinds
 from lab.link.shaper import BACKENDS
 from lab.link.spec import DIRECTION_KEYS, LINK_KEYS, parse_link
 from lab.protocols import parse_protocol
@@ -50,12 +54,14 @@ class Scenario(BaseModel):
     protocols: list[str] = ["h1", "h2", "h3"]
     clients: list[str] = ["curl"]
     servers: list[str] = ["nginx"]
+    quic_cc: dict[str, str] = {}
     sizes: list[str] = ["1MB"]
     repeats: int = Field(default=5, ge=1, le=1000)
     seed: int = Field(default=1, ge=0, lt=2**63)
     timeout: float = Field(default=0, ge=0, le=3600)
     shaper: str = "auto"
     log_y: bool = False
+    capture: list[str] = []
     link: dict[str, Any] = {}
     sweep: dict[str, list[Any]] = {}
 
@@ -89,8 +95,21 @@ def validate(data: dict[str, Any], where: str) -> Scenario:
         get_client(c)
     for sv in s.servers:
         check_server(sv)
+    for name, choice in s.quic_cc.items():
+        if name not in s.clients:
+            raise UsageError(f"{where}: quic_cc.{name}: not one of the scenario's clients ({', '.join(s.clients)})")
+        cc = registry().client(name).quic_cc
+        if cc is None or not cc.settable:
+            raise UsageError(f"{where}: quic_cc.{name}: {name}'s congestion control cannot be chosen "
+                             f"({cc.describe() if cc else 'no QUIC'})")
+        if choice not in cc.options:
+            raise UsageError(f"{where}: invalid quic_cc.{name} {choice!r}: allowed are {', '.join(cc.options)}")
     for size in s.sizes:
         parse_size(size)
+    try:
+        s.capture = list(parse_kinds(",".join(s.capture)))
+    except UsageError as e:
+        raise UsageError(f"{where}: {str(e).replace('--capture', 'capture')}") from None
     if s.shaper not in BACKENDS:
         raise UsageError(f"{where}: invalid shaper {s.shaper!r}: allowed are {', '.join(BACKENDS)}")
     link = dict(s.link)
@@ -121,11 +140,15 @@ def _check_directional(down: Any, up: Any, where: str) -> None:
             raise UsageError(f"{where}: {name} must be a table of {', '.join(DIRECTION_KEYS)}")
 
 
-def load(path: Path) -> Scenario:
+def read(path: Path) -> dict[str, Any]:
+    """A scenario file's raw TOML (before overrides and validation); errors name the file."""
     try:
-        data = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text())
     except OSError as e:
         raise UsageError(f"cannot read scenario {str(path)!r}: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"scenario {str(path)!r} is not valid TOML: {e}") from None
-    return validate(data, str(path))
+
+
+def load(path: Path) -> Scenario:
+    return validate(read(path), str(path))

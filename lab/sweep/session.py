@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from lab import config, lab, terminal
 from lab.link import shaper
 from lab.link.model import Link
+from lab.observe.push import Publisher
 from lab.results.report import build_report
 from lab.results.schema import RunRecord
 from lab.sweep import environment, store
@@ -34,6 +35,16 @@ def _manifest(s: Scenario, preset: str | None, planned: int) -> dict[str, Any]:
     }
 
 
+def _cc(manifest: dict[str, Any]) -> dict[str, dict[str, str | None]]:
+    """Congestion control per implementation, from the manifest (older manifests: curl and nginx only)."""
+    impls = manifest.get("implementations")
+    if impls:
+        return {name: dict(doc.get("cc", {})) for name, doc in impls.items()}
+    cc = manifest.get("congestion_control", {})
+    return {"curl": {"tcp": cc.get("tcp client"), "quic": cc.get("quic client")},
+            "nginx": {"tcp": cc.get("tcp server"), "quic": cc.get("quic server")}}
+
+
 def _progress() -> Progress:
     return Progress(TextColumn("[bold]{task.description}", justify="left"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("failures {task.fields[failures]}"), TimeElapsedColumn(), TextColumn("ETA"),
@@ -42,10 +53,11 @@ def _progress() -> Progress:
 
 def execute(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[PlannedRun], done: int,
             total: int) -> bool:
-    tcp = manifest["congestion_control"]
-    ctx = Context(sweep=s.name, shaper=s.shaper, tcp_cc={"client": tcp["tcp client"], "server": tcp["tcp server"]},
-                  timeout_for=lambda r: timeout_for(s, r.point))
-    failures = 0
+    ctx = Context(sweep=s.name, shaper=s.shaper, cc=_cc(manifest), timeout_for=lambda r: timeout_for(s, r.point),
+                  quic_cc=dict(s.quic_cc), capture=tuple(s.capture), folder=folder)
+    failures, complete = 0, False
+    live = Publisher.for_sweep(s.name, total, manifest.get("x_name", "point"), manifest.get("shaper", ""))
+    live.begin(store.load_runs(folder), todo, fresh=done == 0)
     log = store.RunLog(folder)
     try:
         with _progress() as progress:
@@ -53,13 +65,15 @@ def execute(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Plan
 
             def on_done(rec: RunRecord) -> None:
                 nonlocal failures
-                failures += rec.status != "ok"
+                failures += rec.status not in ("ok", "unsupported")
                 progress.update(task, advance=1 if rec.status != "interrupted" else 0, failures=failures,
                                 description=f"{s.name}: {rec.point_label} {rec.protocol}")
+                live.record(rec)
 
             complete = run_all(todo, ctx, log, on_done)
     finally:
         log.close()
+        live.finish(complete)
     if not complete:
         stop_everything()
     manifest.update(status="complete" if complete else "interrupted", finished_at=_now(),
@@ -80,6 +94,7 @@ def start(s: Scenario, preset: str | None, results_dir: Path) -> tuple[Path, boo
     with terminal.status("recording versions and checking the shaper"):
         manifest["versions"] = environment.versions()
         manifest["congestion_control"] = environment.congestion_control()
+        manifest["implementations"] = environment.implementations([*s.clients, *s.servers], s.quic_cc)
         first = runs and min(runs, key=lambda r: r.point.index)
         choice = shaper.choose(s.shaper, first.point.link if first else Link())
         terminal.info(f"shaper: {choice.backend} ({choice.reason})")

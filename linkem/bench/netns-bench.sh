@@ -11,7 +11,7 @@
 #
 # usage: netns-bench.sh [-t SECS] [-n RUNS] [-s] CASE...
 #   -t SECS  iperf3 duration per run (default 5)
-#   -n RUNS  runs per case and direction; the median is reported (default 3)
+#   -n RUNS  runs per case and direction, cases interleaved run by run; the median is reported (default 3)
 #   -s       shaping check instead of throughput: for each linkem CASE set 20 Mbit/s + 20 ms each way and report
 #            iperf3 (both directions) and the ping RTT (expect ~19 Mbit/s and ~40 ms)
 #
@@ -137,7 +137,7 @@ cpu_ticks() { # total utime+stime of a pid (and its threads), in clock ticks
 }
 
 iperf() { # extra-args... -> prints receiver Mbit/s
-  nsx $C iperf3 -c $S_IP -t "$DUR" -J "$@" | jq -r '.end.sum_received.bits_per_second / 1e6 | floor'
+  nsx $C iperf3 -c $S_IP -t "$DUR" -J "$@" | jq -r '.end.sum_received.bits_per_second / 1e5 | floor / 10'
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -175,6 +175,8 @@ shape_check() { # label
   up=$(iperf); down=$(iperf -R)
   rtt=$(nsx $C ping -q -c 20 -i 0.1 $S_IP | awk -F/ '/^rtt|^round-trip/ {print $5}')
   printf '%-28s shaped 20 Mbit/s + 20 ms: up %s Mbit/s, down %s Mbit/s, ping avg RTT %s ms\n' "$label" "$up" "$down" "$rtt"
+  nsx $R curl -fsS "http://$CTL/metrics" | awk '/^quiclab_link_packets_total.*protocol="(tcp|icmp)"/ && $2 > 0 {printf "    %s\n", $0}'
+  nsx $R curl -fsS "http://$CTL/metrics" | awk '/^quiclab_link_(drops_total|config_applied_total)/ && $2 > 0 {printf "    %s\n", $0}' 
   echo '{}' | nsx $R "$BIN" set --addr $CTL - >/dev/null
 }
 

@@ -129,15 +129,13 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
                 (Some(t), None, None) => (t, None),
                 (None, Some(d), Some(u)) if d != u => (d, Some(u)),
                 (None, Some(_), Some(_)) => {
-                    return Err(bad("run: --tun-down and --tun-up must be different devices"))
+                    return Err(bad(
+                        "run: --tun-down and --tun-up must be different devices",
+                    ))
                 }
                 (None, None, None) => return Err(bad("run: --tun is required")),
-                (None, _, _) => {
-                    return Err(bad("run: --tun-down and --tun-up go together"))
-                }
-                (Some(_), _, _) => {
-                    return Err(bad("run: use either --tun or --tun-down/--tun-up"))
-                }
+                (None, _, _) => return Err(bad("run: --tun-down and --tun-up go together")),
+                (Some(_), _, _) => return Err(bad("run: use either --tun or --tun-down/--tun-up")),
             };
             let config = match flag(&f, "--config") {
                 Some(file) => load_config(&file)?,

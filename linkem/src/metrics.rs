@@ -97,9 +97,9 @@ pub fn render(s: &Snapshot, version: &str) -> String {
             |g| g.delay_line_packets as f64,
         ),
         (
-            "quiclab_link_rate_bits_per_second",
-            "Configured rate in force (trace: mean rate); 0 = unlimited.",
-            |g| g.rate_bps as f64,
+            "quiclab_link_rate_bytes_per_second",
+            "Configured rate in force in bytes/s (x8 = bit/s; trace: mean rate); 0 = unlimited.",
+            |g| g.rate_bps as f64 / 8.0,
         ),
         (
             "quiclab_link_delay_seconds",
@@ -172,7 +172,7 @@ mod tests {
             text.contains("quiclab_link_drops_total{direction=\"uplink\",cause=\"outage\"} 3\n")
         );
         assert!(
-            text.contains("quiclab_link_rate_bits_per_second{direction=\"downlink\"} 20000000\n")
+            text.contains("quiclab_link_rate_bytes_per_second{direction=\"downlink\"} 2500000\n")
         );
         assert!(text.contains("quiclab_link_delay_seconds{direction=\"downlink\"} 0.025\n"));
         assert!(text.contains("# TYPE quiclab_link_bytes_total counter\n"));

@@ -19,6 +19,30 @@ fn parse_run() {
     assert_eq!(o.tun, "tun0");
     assert_eq!(o.listen, "0.0.0.0:9100");
     assert_eq!(o.uplink.to_string(), "10.71.2.0/24");
+    assert_eq!(o.tun_up, None);
+}
+
+#[test]
+fn parse_run_two_tuns() {
+    let c = parse(&args(
+        "run --tun-down tdown --tun-up tup --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
+    ))
+    .unwrap();
+    let Command::Run(o) = c else {
+        panic!("not run")
+    };
+    assert_eq!(o.tun, "tdown");
+    assert_eq!(o.tun_up.as_deref(), Some("tup"));
+    for a in [
+        "run --tun t0 --tun-up tup --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
+        "run --tun-down tdown --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
+        "run --tun-up tup --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
+        "run --tun-down t --tun-up t --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
+        "run --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
+    ] {
+        let e = parse(&args(a)).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{a}");
+    }
 }
 
 #[test]

@@ -87,3 +87,50 @@ fn api_round_trip() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(cli::show("127.0.0.1:1").unwrap_err().exit_code(), 1);
 }
+
+#[test]
+fn put_reaches_every_loop_and_metrics_add_up() {
+    use linkem::control::LoopHandle;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let shared = Arc::new(Shared::for_loops(2));
+    let applied = Arc::new(AtomicUsize::new(0));
+    let mut handles = Vec::new();
+    for i in 0..2 {
+        let waker = Arc::new(Waker::new().unwrap());
+        let (tx, rx) = control::channel();
+        handles.push(LoopHandle { tx, waker });
+        let (s2, a2) = (shared.clone(), applied.clone());
+        std::thread::spawn(move || {
+            {
+                let mut snap = s2.slot(i).lock().unwrap();
+                snap.counters[i].received_packets[0] = 10 + i as u64;
+                snap.config_applied_total = 1;
+            }
+            while let Ok(req) = rx.recv() {
+                // The second loop is slow: the PUT must still wait for it.
+                std::thread::sleep(Duration::from_millis(50 * i as u64));
+                s2.slot(i).lock().unwrap().config_applied_total += 1;
+                a2.fetch_add(1, Ordering::SeqCst);
+                let _ = req.applied.send(req.config);
+            }
+        });
+    }
+    control::spawn_loops(listener, shared.clone(), handles).unwrap();
+    let good = br#"{"seed": 9, "downlink": {"delay_us": 5000}}"#;
+    let (s, _) = request(&addr, "PUT", "/config", Some(good)).unwrap();
+    assert_eq!(s, 200);
+    assert_eq!(applied.load(Ordering::SeqCst), 2);
+    let (s, b) = request(&addr, "GET", "/metrics", None).unwrap();
+    assert_eq!(s, 200);
+    let text = String::from_utf8(b).unwrap();
+    for want in [
+        "quiclab_link_received_packets_total{direction=\"downlink\",protocol=\"tcp\"} 10\n",
+        "quiclab_link_received_packets_total{direction=\"uplink\",protocol=\"tcp\"} 11\n",
+        "quiclab_link_config_applied_total 2\n",
+    ] {
+        assert!(text.contains(want), "{want} not in {text}");
+    }
+}

@@ -26,14 +26,29 @@ def shape(**spec: object) -> Link:
     return in_force
 
 
+# Noise on a small shared machine (a descheduled vCPU, another container's burst) only ever adds delay and takes
+# throughput away: it never makes a packet early or a link faster than configured. So the checks below measure up
+# to ATTEMPTS times and hold *every* attempt to the bound noise cannot explain (RTT not below the configured one,
+# goodput not above the rate), and the best attempt to the full tolerance.
+ATTEMPTS = 3
+
+
 @pytest.mark.parametrize("rtt_ms", [10, 80, 160, 800])
 def test_ping_rtt_matches_configured(clean_link, rtt_ms):
     shape(rtt=f"{rtt_ms}ms")
-    count = 40 if rtt_ms < 500 else 8
-    rtts = ping_rtts_ms(count, 0.02 if rtt_ms < 100 else 0.1)
-    assert len(rtts) == count
+    count, interval = (60, 0.02) if rtt_ms < 100 else (30, 0.1) if rtt_ms < 500 else (8, 0.2)
     tolerance = max(0.5, 0.02 * rtt_ms)
-    assert abs(median(rtts) - rtt_ms) <= tolerance, f"median {median(rtts):.2f} ms for {rtt_ms} ms ({rtts})"
+    ping_rtts_ms(3, 0.05)  # warm-up: neighbour entries along the path
+    medians = []
+    for _ in range(ATTEMPTS):
+        rtts = ping_rtts_ms(count, interval)
+        assert len(rtts) == count, f"{count - len(rtts)} of {count} pings lost on a lossless link"
+        medians.append(median(rtts))
+        assert medians[-1] >= rtt_ms - tolerance, f"median {medians[-1]:.2f} ms is below {rtt_ms} ms ({rtts})"
+        if abs(medians[-1] - rtt_ms) <= tolerance:
+            return
+    pytest.fail(f"median RTT {', '.join(f'{m:.2f}' for m in medians)} ms in {ATTEMPTS} attempts for {rtt_ms} ms "
+                f"(tolerance {tolerance:.2f} ms)")
 
 
 def _bulk(protocol: Protocol, rate_mbit: int, seconds: float = 5.0):
@@ -52,9 +67,14 @@ def test_bulk_goodput_close_to_rate(clean_link, protocol, rate_mbit):
     # measures the shaper's rate rather than the congestion controller.
     queue = max(128 * 1024, int(rate_mbit * 1e6 / 8 * 0.010 * 2))
     shape(rate=f"{rate_mbit}mbit", rtt="10ms", queue=str(queue))
-    goodput = _bulk(protocol, rate_mbit)
-    ratio = goodput / (rate_mbit * 1e6)
-    assert 0.90 <= ratio <= 1.0, f"{protocol.label} goodput {goodput / 1e6:.2f} Mbit/s at {rate_mbit} Mbit/s"
+    ratios = []
+    for _ in range(ATTEMPTS):
+        ratios.append(_bulk(protocol, rate_mbit) / (rate_mbit * 1e6))
+        assert ratios[-1] <= 1.0, f"{protocol.label} goodput {ratios[-1]:.3f} x the configured {rate_mbit} Mbit/s"
+        if ratios[-1] >= 0.90:
+            return
+    pytest.fail(f"{protocol.label} goodput {', '.join(f'{x:.3f}' for x in ratios)} x {rate_mbit} Mbit/s in "
+                f"{ATTEMPTS} attempts (want 0.90-1.00)")
 
 
 def _binomial_99(n: int, p: float) -> tuple[float, float]:

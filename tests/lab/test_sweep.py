@@ -35,6 +35,17 @@ def quiclab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str
     return subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True, text=True, timeout=timeout)
 
 
+def wait_for_rows(out: Path, rows: int, timeout_s: float = 120) -> Path:
+    """The runs.csv of the one sweep writing into `out`, once it holds more than `rows` lines."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = list(out.glob("*/runs.csv")) if out.exists() else []
+        if found and len(found[0].read_text().splitlines()) > rows:
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError("the sweep never got going")
+
+
 def only_folder(out: Path) -> Path:
     folders = [p for p in out.iterdir() if p.is_dir()]
     assert len(folders) == 1, folders
@@ -70,15 +81,7 @@ def test_interrupted_sweep_resumes_without_loss_or_duplicates(lab_up, tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "lab", "sweep", "--scenario", str(scenario), "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    runs_csv = None
-    while time.monotonic() < deadline:
-        found = list(out.glob("*/runs.csv")) if out.exists() else []
-        if found and len(found[0].read_text().splitlines()) > 6:
-            runs_csv = found[0]
-            break
-        time.sleep(0.1)
-    assert runs_csv is not None, "the sweep never got going"
+    runs_csv = wait_for_rows(out, 6)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0 and "--resume" in err, err
@@ -107,12 +110,7 @@ def test_runs_failing_mid_sweep_are_recorded_and_excluded(lab_up, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "lab", "sweep", "--scenario", str(scenario), "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            found = list(out.glob("*/runs.csv")) if out.exists() else []
-            if found and len(found[0].read_text().splitlines()) > 4:
-                break
-            time.sleep(0.1)
+        wait_for_rows(out, 4)
         docker.client().container.pause(config.SERVER_CONTAINER)  # the server stops answering mid-sweep
         time.sleep(8)
     finally:

@@ -1,0 +1,184 @@
+"""Per-run evidence, opt-in (`--capture pcap,keylog,qlog`), stored beside the run:
+
+- pcap: tcpdump in the router on both of its lab interfaces, whole packets: `client-side.pcap` is what the link
+  delivered to (and took from) the client, `server-side.pcap` the same at the server's side.
+- keylog: the client's TLS secrets (SSLKEYLOGFILE, NSS key log format: curl/OpenSSL and gtlsclient/GnuTLS both
+  write it), so Wireshark/tshark decrypt TLS and QUIC in those captures: `keys.log`.
+- qlog: from clients that write it (gtlsclient: QLOGDIR); `*.sqlog` / `*.qlog` files.
+
+Capturing costs time (tcpdump start-up, copying files out), so it is off unless asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from python_on_whales.exceptions import DockerException
+
+from lab import config, docker
+from lab.errors import EnvironmentProblem, UsageError
+from lab.link import router
+
+KINDS = ("pcap", "keylog", "qlog")
+#: Clients whose registry entry writes qlog when QLOGDIR is set (curl's OpenSSL QUIC stack does not).
+QLOG_CLIENTS = frozenset({"gtlsclient"})
+_ROUTER_DIR = "/tmp/quiclab-evidence"
+_CLIENT_DIR = "/tmp/quiclab-evidence"
+_TCPDUMP_START_S = 10.0
+
+
+def parse_kinds(text: str | None) -> tuple[str, ...]:
+    """`pcap,keylog,qlog` (any subset, or "all"/"none") -> the kinds, in a fixed order."""
+    if text is None:
+        return ()
+    items = [x.strip().lower() for x in text.split(",") if x.strip()]
+    if items in (["none"], ["off"]):
+        return ()
+    if items == ["all"]:
+        return KINDS
+    bad = [x for x in items if x not in KINDS]
+    if bad:
+        raise UsageError(f"invalid --capture {bad[0]!r}: allowed are {', '.join(KINDS)} (comma list), all, none")
+    return tuple(k for k in KINDS if k in items)
+
+
+@dataclass
+class Evidence:
+    """What one run captured: files relative to `root`, and where the client should write its own."""
+
+    root: Path
+    folder: Path
+    client_env: dict[str, str] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def relative(self) -> list[str]:
+        return [str(f.relative_to(self.root)) for f in self.files]
+
+    def find(self, name: str) -> Path | None:
+        return next((f for f in self.files if f.name == name), None)
+
+
+class _Tcpdump:
+    """One tcpdump in the router writing a whole-packet capture of one interface."""
+
+    def __init__(self, iface: str, path: str) -> None:
+        self.iface, self.path = iface, path
+        self.proc = subprocess.Popen(
+            ["docker", "exec", config.ROUTER_CONTAINER, "tcpdump", "-i", iface, "-n", "-s", "0", "-U",
+             "--immediate-mode", "-w", path, "ip", "and", "(", "tcp", "or", "udp", ")"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def wait_listening(self, deadline: float) -> None:
+        assert self.proc.stderr is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            if "listening on" in line:
+                return
+            if not line and self.proc.poll() is not None:
+                break
+        raise EnvironmentProblem(f"tcpdump in the router did not start on {self.iface}")
+
+    def stop(self) -> int:
+        """Wait for tcpdump to exit (after SIGINT); returns how many packets it says the kernel dropped."""
+        tail = ""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            _, tail = self.proc.communicate(timeout=5)
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        m = re.search(r"(\d+) packets? dropped by kernel", tail or "")
+        return int(m.group(1)) if m else 0
+
+
+def _copy_out(container: str, src: str, dest: Path) -> bool:
+    try:
+        docker.client().container.copy((container, src), dest)
+    except DockerException:
+        return False
+    return dest.exists()
+
+
+@contextmanager
+def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: str,
+               client_container: str) -> Iterator[Evidence]:
+    """Capture while the block runs a transfer; the block passes `ev.client_env` to the client. Files land in
+    `folder` (under `root`, the results folder the paths are relative to)."""
+    ev = Evidence(root=root, folder=folder)
+    if not kinds:
+        yield ev
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:12]
+    client_dir = f"{_CLIENT_DIR}/{tag}"
+    dumps: list[tuple[_Tcpdump, str]] = []
+    if "keylog" in kinds:
+        ev.client_env["SSLKEYLOGFILE"] = f"{client_dir}/keys.log"
+    if "qlog" in kinds:
+        if client_name in QLOG_CLIENTS:
+            ev.client_env["QLOGDIR"] = f"{client_dir}/qlog"
+        else:
+            ev.problems.append(f"{client_name} writes no qlog")
+    if ev.client_env:
+        docker.exec_in(client_container, ["mkdir", "-p", client_dir])
+    if "pcap" in kinds:
+        ifs = router.interfaces()
+        router.run("mkdir", "-p", _ROUTER_DIR)
+        deadline = time.monotonic() + _TCPDUMP_START_S
+        for side, iface in (("client-side", ifs.client_side), ("server-side", ifs.server_side)):
+            dumps.append((_Tcpdump(iface, f"{_ROUTER_DIR}/{tag}-{side}.pcap"), f"{side}.pcap"))
+        try:
+            for d, _ in dumps:
+                d.wait_listening(deadline)
+        except EnvironmentProblem:
+            _stop_dumps(tag, dumps)
+            raise
+    try:
+        yield ev
+    finally:
+        if dumps:
+            time.sleep(0.05)  # the last packets of the transfer reach the capture file
+            ev.problems += _stop_dumps(tag, dumps)
+            for d, name in dumps:
+                if _copy_out(config.ROUTER_CONTAINER, d.path, folder / name):
+                    ev.files.append(folder / name)
+                else:
+                    ev.problems.append(f"no {name} from the router")
+            router.try_run("rm", "-f", *(d.path for d, _ in dumps))
+        if ev.client_env:
+            _collect_client(ev, client_container, client_dir, folder)
+
+
+def _stop_dumps(tag: str, dumps: list[tuple[_Tcpdump, str]]) -> list[str]:
+    router.try_run("pkill", "-INT", "-f", f"{_ROUTER_DIR}/{tag}-")
+    problems = []
+    for d, name in dumps:
+        dropped = d.stop()
+        if dropped:
+            problems.append(f"{name}: tcpdump says the kernel dropped {dropped} packets (the capture is incomplete)")
+    return problems
+
+
+def _collect_client(ev: Evidence, container: str, client_dir: str, folder: Path) -> None:
+    staging = folder / ".client"
+    if staging.exists():
+        shutil.rmtree(staging)
+    if _copy_out(container, client_dir, staging):
+        for f in sorted(p for p in staging.rglob("*") if p.is_file()):
+            target = folder / f.name
+            f.replace(target)
+            ev.files.append(target)
+        shutil.rmtree(staging, ignore_errors=True)
+    with contextlib.suppress(DockerException):
+        docker.exec_in(container, ["rm", "-rf", client_dir])
+    if "SSLKEYLOGFILE" in ev.client_env and ev.find("keys.log") is None:
+        ev.problems.append("the client wrote no TLS key log")

@@ -1,0 +1,206 @@
+"""The implementation registry (lab/endpoints/implementations.toml) and the endpoint contract, without the lab."""
+
+import copy
+import tomllib
+from typing import get_args
+
+import pytest
+
+from lab.endpoints import check_server, client_names, get_client, server_names
+from lab.endpoints.ngtcp2 import Ngtcp2Client
+from lab.endpoints.registry import REGISTRY_FILE, UNSUPPORTED_EXIT, load, parse, registry
+from lab.errors import UsageError
+from lab.models import TransferRequest
+from lab.protocols import Protocol
+from lab.results.schema import Status
+from lab.results.stats import summarize
+from lab.results.summary import stats_table
+from lab.sweep import runner
+from lab.sweep.plan import plan
+from lab.sweep.scenario import validate
+from lab.transfer import run_transfer
+
+DATA = tomllib.loads(REGISTRY_FILE.read_text())
+
+
+def broken(name: str, **changes) -> dict:
+    data = copy.deepcopy(DATA)
+    for key, value in changes.items():
+        if value is None:
+            del data[name][key]
+        else:
+            data[name][key] = value
+    return data
+
+
+def one_line_error(data: dict) -> str:
+    with pytest.raises(UsageError) as e:
+        parse(data, "implementations.toml")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("implementations.toml: ")
+    return msg
+
+
+def test_the_registry_loads_with_the_issue_matrix():
+    reg = load()
+    assert reg.names("client") == ["curl", "gtlsclient"]
+    assert reg.names("server") == ["nginx", "ngtcp2", "caddy"]
+    assert reg.client("curl").protocols == frozenset(Protocol)
+    assert reg.client("gtlsclient").protocols == {Protocol.H3}
+    assert reg.server("ngtcp2").protocols == {Protocol.H3}
+    assert reg.server("caddy").protocols == frozenset(Protocol)
+    assert client_names() == reg.names("client") and server_names() == reg.names("server")
+
+
+def test_servers_have_distinct_addresses_names_and_containers():
+    servers = [registry().server(n) for n in server_names()]
+    assert len({s.address for s in servers}) == len({s.host for s in servers}) == len({s.container for s in servers}) \
+        == len(servers)
+    assert check_server("nginx").url("/obj/5") == "https://server.quiclab/obj/5"
+    assert check_server("caddy").url("/obj/5") == "https://caddy.quiclab/obj/5"
+
+
+def test_congestion_control_fixed_or_settable():
+    reg = registry()
+    assert reg.server("nginx").quic_cc.describe() == "newreno (nginx QUIC, fixed)"
+    assert not reg.server("nginx").quic_cc.settable
+    g = reg.client("gtlsclient").quic_cc
+    assert g.settable and g.options == ("cubic", "reno", "bbr") and g.describe() == "cubic"
+    assert reg.server("ngtcp2").cc(Protocol.H3) == "cubic"
+    assert reg.server("caddy").cc(Protocol.H3).startswith("newreno (quic-go")
+    assert reg.server("caddy").cc(Protocol.H2, tcp="bbr") == "bbr"
+
+
+@pytest.mark.parametrize(("changes", "expected"), [
+    ({"role": "proxy"}, "implementation 'caddy': unknown role 'proxy': allowed are client, server"),
+    ({"protocols": ["h1", "h4"]}, "implementation 'caddy': unknown protocol 'h4' in protocols"),
+    ({"container": None}, "implementation 'caddy': missing field 'container'"),
+    ({"version": None}, "implementation 'caddy': missing field 'version'"),
+    ({"protocols": []}, "implementation 'caddy': invalid field 'protocols'"),
+    ({"colour": "blue"}, "implementation 'caddy': unknown field 'colour'"),
+    ({"host": None}, "implementation 'caddy': field 'host': a server needs a host"),
+    ({"port": 70000}, "implementation 'caddy': invalid field 'port' (got 70000)"),
+    ({"quic_cc": None}, "implementation 'caddy': field 'quic_cc'"),
+    ({"quic_cc": {"options": ["cubic"], "default": "bbr"}}, "implementation 'caddy': invalid field 'quic_cc'"),
+    ({"address": "10.71.2.10"}, "implementation 'caddy': address '10.71.2.10' is already used by 'nginx'"),
+    ({"adapter": "lab.endpoints.curl:CurlClient"}, "implementation 'caddy': field 'adapter'"),
+])
+def test_a_malformed_server_entry_is_a_one_line_error_naming_it(changes, expected):
+    assert expected in one_line_error(broken("caddy", **changes))
+
+
+def test_a_malformed_client_entry_is_a_one_line_error_naming_it():
+    assert "implementation 'gtlsclient': field 'adapter': a client needs" in one_line_error(
+        broken("gtlsclient", adapter=None))
+    assert "implementation 'curl': field 'host': only servers" in one_line_error(broken("curl", host="x.quiclab"))
+    assert "implementation 'curl': missing field 'role'" in one_line_error(broken("curl", role=None))
+
+
+def test_a_registry_file_that_is_not_toml_is_a_usage_error(tmp_path):
+    bad = tmp_path / "implementations.toml"
+    bad.write_text("[curl\nrole = 'client'")
+    with pytest.raises(UsageError, match="not valid TOML"):
+        load(bad)
+    with pytest.raises(UsageError, match="must be a table"):
+        parse({"curl": "client"}, "x")
+
+
+def test_unknown_names_list_the_allowed_ones():
+    with pytest.raises(UsageError, match="unknown client 'quiche': allowed are curl, gtlsclient"):
+        get_client("quiche")
+    with pytest.raises(UsageError, match="unknown server 'curl': allowed are nginx, ngtcp2, caddy"):
+        check_server("curl")
+
+
+def test_adapters_come_from_the_registry():
+    curl, g = get_client("curl"), get_client("gtlsclient")
+    assert (curl.name, curl.container, curl.protocols) == ("curl", "quiclab-client", frozenset(Protocol))
+    assert isinstance(g, Ngtcp2Client) and g.protocols == {Protocol.H3}
+    assert "gtlsclient" in g.processes
+
+
+def test_unsupported_combinations_are_known_without_running():
+    reg = registry()
+    assert reg.unsupported("curl", "nginx", Protocol.H2) == ""
+    assert reg.unsupported("curl", "ngtcp2", Protocol.H2) == "ngtcp2 does not speak HTTP/2"
+    assert reg.unsupported("gtlsclient", "caddy", Protocol.H1) == "gtlsclient does not speak HTTP/1.1"
+    assert reg.unsupported("gtlsclient", "ngtcp2", Protocol.H1) == "gtlsclient and ngtcp2 do not speak HTTP/1.1"
+    assert reg.unsupported("gtlsclient", "ngtcp2", Protocol.H3) == ""
+
+
+def test_run_transfer_does_not_run_an_unsupported_combination():
+    # No Docker here: an attempt to run anything would fail, not return "unsupported".
+    r = run_transfer(get_client("gtlsclient"), "nginx", Protocol.H2, 1000, timeout_s=5)
+    assert r.unsupported and not r.ok and r.exit_code == UNSUPPORTED_EXIT
+    assert r.failure == "unsupported: gtlsclient does not speak HTTP/2"
+
+
+def test_the_runner_records_unsupported_without_running():
+    s = validate({"name": "matrix", "clients": ["curl", "gtlsclient"], "servers": ["nginx", "ngtcp2", "caddy"],
+                  "repeats": 1, "sizes": ["100kB"]}, "test")
+    runs = plan(s)
+    assert len(runs) == 3 * 2 * 3
+    ctx = runner.Context(sweep="matrix", shaper="auto", cc={}, timeout_for=lambda r: 10)
+    unsupported = [runner.execute(r, ctx) for r in runs if registry().unsupported(r.client, r.server, r.protocol)]
+    # h1 and h2 with gtlsclient (3 servers) and with curl against ngtcp2: 8 of 18
+    assert len(unsupported) == 8
+    assert {r.status for r in unsupported} == {"unsupported"}
+    rows = stats_table(summarize(unsupported))[1]
+    assert all(row[3] == "unsupported" for row in rows)
+
+
+def test_gtlsclient_command_follows_the_contract():
+    req = TransferRequest(protocol=Protocol.H3, size=5, url="https://caddy.quiclab/obj/5", timeout_s=60)
+    cmd = get_client("gtlsclient").command(req)
+    assert cmd[0] == "env" and cmd[-1] == "quiclab-ngtcp2-fetch"
+    assert {"PROTOCOL=h3", "URL=https://caddy.quiclab/obj/5", "TIMEOUT=60", "CC=cubic"} <= set(cmd)
+    chosen = get_client("gtlsclient").command(req.model_copy(update={"cc": "bbr"}))
+    assert "CC=bbr" in chosen and "CC=cubic" not in chosen
+
+
+def test_gtlsclient_output_is_read_like_curls():
+    line = ('{"exit":0,"sha256":"' + "ab" * 32 + '","curl":{"http_version":"3","size_download":5,'
+            '"time_total":0.031,"errormsg":""}}')
+    r = get_client("gtlsclient").parse(line)
+    assert (r.exit_code, r.http_version, r.bytes, r.total_s) == (0, "3", 5, 0.031)
+    assert r.handshake_s is None and r.ttfb_s is None
+
+
+def test_run_records_have_the_registry_cc():
+    ctx = runner.Context(sweep="x", shaper="auto", timeout_for=lambda r: 10,
+                         cc={"gtlsclient": {"tcp": "bbr", "quic": "cubic"}, "nginx": {"tcp": "bbr", "quic": "nr"}})
+    assert ctx.cc_of("gtlsclient", Protocol.H3) == "cubic" and ctx.cc_of("nginx", Protocol.H1) == "bbr"
+    assert ctx.cc_of("caddy", Protocol.H3) == "unknown"
+    assert "unsupported" in get_args(Status)
+
+
+def test_summary_lists_the_implementations_and_old_manifests_still_resume():
+    from lab.results.summary import implementations_table, summary_markdown
+    from lab.sweep.session import _cc
+
+    manifest = {"implementations": {
+        "gtlsclient": {"role": "client", "protocols": ["h3"], "version": "ngtcp2-client 1.11.0-1",
+                       "cc": {"tcp": None, "quic": "cubic"}},
+        "caddy": {"role": "server", "protocols": ["h1", "h2", "h3"], "version": "2.6.2",
+                  "cc": {"tcp": "bbr", "quic": "newreno (quic-go, fixed)"}}}}
+    _, rows = implementations_table(manifest)
+    assert rows[0] == ["gtlsclient", "client", "h3", "ngtcp2-client 1.11.0-1", "-", "cubic"]
+    assert "## Implementations" in summary_markdown([], manifest)
+    assert _cc(manifest)["caddy"] == {"tcp": "bbr", "quic": "newreno (quic-go, fixed)"}
+    old = {"congestion_control": {"tcp client": "bbr", "tcp server": "cubic", "quic client": "nr-c",
+                                  "quic server": "nr-s"}}
+    assert _cc(old) == {"curl": {"tcp": "bbr", "quic": "nr-c"}, "nginx": {"tcp": "cubic", "quic": "nr-s"}}
+
+
+def test_a_scenario_can_choose_a_settable_quic_cc_only():
+    base = {"name": "cc", "clients": ["curl", "gtlsclient"], "servers": ["ngtcp2"], "protocols": ["h3"]}
+    assert validate({**base, "quic_cc": {"gtlsclient": "bbr"}}, "s").quic_cc == {"gtlsclient": "bbr"}
+    with pytest.raises(UsageError, match=r"s: invalid quic_cc.gtlsclient 'vegas': allowed are cubic, reno, bbr"):
+        validate({**base, "quic_cc": {"gtlsclient": "vegas"}}, "s")
+    with pytest.raises(UsageError, match=r"quic_cc.curl: curl's congestion control cannot be chosen"):
+        validate({**base, "quic_cc": {"curl": "bbr"}}, "s")
+    with pytest.raises(UsageError, match=r"quic_cc.nginx: not one of the scenario's clients"):
+        validate({**base, "quic_cc": {"nginx": "bbr"}}, "s")
+    ctx = runner.Context(sweep="x", shaper="auto", timeout_for=lambda r: 10, quic_cc={"gtlsclient": "bbr"},
+                         cc={"gtlsclient": {"tcp": None, "quic": "bbr"}})
+    assert ctx.cc_of("gtlsclient", Protocol.H3) == "bbr"
