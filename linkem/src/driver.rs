@@ -33,6 +33,9 @@ pub struct RunOptions {
 
 const READ_BATCH: usize = 256;
 const PUBLISH_EVERY_NS: u64 = 50 * NS_PER_MS;
+/// While nothing is queued, counters are published this soon after they change, so a reader that asks right
+/// after a transfer ended (the sweep runner, for the wire bytes of the run) sees all of it.
+const PUBLISH_IDLE_NS: u64 = 2 * NS_PER_MS;
 const MAX_POOL: usize = 8192;
 const IDLE_TIMEOUT_NS: u64 = 1_000 * NS_PER_MS;
 /// Capacity of a fresh packet buffer; longer packets (MTU > 2048) still fit, with one extra copy.
@@ -172,7 +175,8 @@ impl Loop {
                 None => IDLE_TIMEOUT_NS,
             };
             if dirty {
-                timeout = timeout.min((last_publish.plus_nanos(PUBLISH_EVERY_NS)).nanos_since(now));
+                let every = self.publish_interval();
+                timeout = timeout.min((last_publish.plus_nanos(every)).nanos_since(now));
             }
             // Timer wake-ups are late by tens to hundreds of microseconds on a busy or virtualised host.
             // Sleep until SPIN_BEFORE_NS ahead of the deadline, then poll without sleeping, so packets leave
@@ -232,13 +236,22 @@ impl Loop {
             }
             let now = monotonic_now();
             dirty |= self.write_packets(now);
-            if dirty && now.nanos_since(last_publish) >= PUBLISH_EVERY_NS {
+            if dirty && now.nanos_since(last_publish) >= self.publish_interval() {
                 let mut snap = self.link.snapshot(now);
                 snap.write_errors_total = self.write_errors;
                 *lock(self.shared.slot(self.index)) = snap;
                 last_publish = now;
                 dirty = false;
             }
+        }
+    }
+
+    /// How often changed counters are published: often while idle, every 50 ms while packets are queued.
+    fn publish_interval(&self) -> u64 {
+        if self.pending.is_empty() && self.link.next_deadline().is_none() {
+            PUBLISH_IDLE_NS
+        } else {
+            PUBLISH_EVERY_NS
         }
     }
 

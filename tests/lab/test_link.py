@@ -195,7 +195,8 @@ def test_runtime_change_takes_effect_within_100ms(clean_link):
     before = [rtt for ts, rtt in samples if ts < t0]
     assert after and before
     assert all(rtt > 0.045 for rtt in after), "a packet sent 100 ms after the change still had the old delay"
-    assert all(rtt < 0.02 for rtt in before)
+    # (noise can only lengthen an RTT, so "before" is checked by its median, not by its worst sample)
+    assert median(before) < 0.015, f"the old delay was not in force before the change: median {median(before)}"
 
 
 def test_forcing_netem_without_netem_is_a_clear_error(lab_up):
