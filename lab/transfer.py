@@ -23,7 +23,8 @@ def unsupported_result(client: str, server: str, protocol: Protocol, size: int, 
 
 
 def run_transfer(client: ClientAdapter, server: str, protocol: Protocol, size: int,
-                 timeout_s: float, cc: str | None = None, env: dict[str, str] | None = None) -> TransferResult:
+                 timeout_s: float, cc: str | None = None, env: dict[str, str] | None = None,
+                 port: int | None = None) -> TransferResult:
     from lab import docker
 
     target = check_server(server)
@@ -31,7 +32,7 @@ def run_transfer(client: ClientAdapter, server: str, protocol: Protocol, size: i
     if why:
         return unsupported_result(client.name, server, protocol, size, why)
     expected_sha = objects.ensure(size)
-    request = TransferRequest(protocol=protocol, size=size, url=target.url(objects.path_for(size)),
+    request = TransferRequest(protocol=protocol, size=size, url=target.url(objects.path_for(size), port),
                               timeout_s=timeout_s, cc=cc, env=env or {})
     start = time.monotonic()
     try:

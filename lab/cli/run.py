@@ -59,12 +59,7 @@ def register(app: typer.Typer) -> None:
         adapter = get_client(client)
         check_server(server)
         if cc is not None:
-            quic_cc = registry().client(client).quic_cc
-            if quic_cc is None or not quic_cc.settable:
-                raise UsageError(f"--cc: {client} cannot choose its congestion control "
-                                 f"({quic_cc.describe() if quic_cc else 'no QUIC'})")
-            if cc not in quic_cc.options:
-                raise UsageError(f"invalid --cc {cc!r} for {client}: allowed are {', '.join(quic_cc.options)}")
+            registry().check_quic_cc(client, cc)
         timeout_s = timeout if timeout is not None else float(os.environ.get(config.ENV_TIMEOUT, "120"))
         if not 0 < timeout_s <= 3600:
             raise UsageError(f"invalid --timeout {timeout_s:g}: allowed is more than 0 and at most 3600 seconds")
@@ -75,8 +70,10 @@ def register(app: typer.Typer) -> None:
         results = []
         for p in protocols:
             with terminal.status(f"{p.label} {format_size(nbytes)} with {adapter.name} → {server}"), \
-                    collecting(kinds, root, root / p.value, adapter.name, adapter.container) as ev:
-                result = run_transfer(adapter, server, p, nbytes, timeout_s, cc=cc, env=ev.client_env)
+                    collecting(kinds, root, root / p.value, adapter.name, adapter.container,
+                               check_server(server)) as ev:
+                result = run_transfer(adapter, server, p, nbytes, timeout_s, cc=cc, env=ev.client_env,
+                                      port=ev.server_port)
             if kinds:
                 result.evidence = [str(root / f) for f in ev.relative()]
                 result.pcap_goodput_bps = pcap_goodput(ev, server, p, nbytes) if result.ok else None

@@ -52,6 +52,16 @@ class QuicCC(BaseModel):
         return chosen or self.default or ""
 
 
+class QlogInstance(BaseModel):
+    """How a server writes qlog for one run: `command`, started in its container with PORT and QLOGDIR set, serves
+    the same objects on `port` and writes one qlog per connection into QLOGDIR (stopped after the run)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: tuple[str, ...] = Field(min_length=1)
+    port: int = Field(ge=1, le=65535)
+
+
 class Implementation(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -70,13 +80,14 @@ class Implementation(BaseModel):
     address: str | None = Field(default=None, pattern=r"^\d{1,3}(\.\d{1,3}){3}$")
     host: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.-]+$")
     port: int | None = Field(default=None, ge=1, le=65535)
+    qlog: QlogInstance | None = None
 
     @model_validator(mode="after")
     def _role_fields(self) -> Implementation:
         if self.role == "client":
             if self.adapter is None:
                 raise ValueError("adapter: a client needs adapter = \"module:Class\"")
-            for f in ("service", "address", "host", "port"):
+            for f in ("service", "address", "host", "port", "qlog"):
                 if getattr(self, f) is not None:
                     raise ValueError(f"{f}: only servers have a {f}")
         else:
@@ -85,6 +96,8 @@ class Implementation(BaseModel):
                     raise ValueError(f"{f}: a server needs a {f}")
             if self.adapter is not None or self.processes:
                 raise ValueError("adapter: servers have no adapter (they are started by compose)")
+            if self.qlog is not None and self.qlog.port == self.port:
+                raise ValueError("qlog: its port must differ from the server's own port")
         if Protocol.H3 in self.protocols and self.quic_cc is None:
             raise ValueError("quic_cc: an HTTP/3 implementation must state its QUIC congestion control")
         return self
@@ -92,10 +105,12 @@ class Implementation(BaseModel):
     def supports(self, protocol: Protocol) -> bool:
         return protocol in self.protocols
 
-    def url(self, path: str) -> str:
-        """The URL of `path` on this server (by its TLS name; clients resolve it via /etc/hosts)."""
-        port = "" if self.port == 443 else f":{self.port}"
-        return f"https://{self.host}{port}{path}"
+    def url(self, path: str, port: int | None = None) -> str:
+        """The URL of `path` on this server (by its TLS name; clients resolve it via /etc/hosts), on its own port
+        or on `port` (its qlog instance)."""
+        port = port or self.port
+        shown = "" if port == 443 else f":{port}"
+        return f"https://{self.host}{shown}{path}"
 
     def cc(self, protocol: Protocol, tcp: str = "kernel") -> str:
         """The congestion control a run over `protocol` uses: the QUIC stack's, or TCP's (the kernel's)."""
@@ -122,6 +137,16 @@ class Registry:
 
     def server(self, name: str) -> Implementation:
         return self.get(name, "server")
+
+    def check_quic_cc(self, client: str, choice: str, what: str = "--cc") -> str:
+        """`choice` if `client` can run its QUIC stack with that congestion controller; else a one-line error."""
+        cc = self.client(client).quic_cc
+        if cc is None or not cc.settable:
+            raise UsageError(f"{what}: {client} cannot choose its congestion control "
+                             f"({cc.describe() if cc else 'no QUIC'})")
+        if choice not in cc.options:
+            raise UsageError(f"invalid {what} {choice!r} for {client}: allowed are {', '.join(cc.options)}")
+        return choice
 
     def unsupported(self, client: str, server: str, protocol: Protocol) -> str:
         """Why this combination cannot run ("" when it can): the matrix shows it as unsupported, not failed."""

@@ -4,7 +4,9 @@
   delivered to (and took from) the client, `server-side.pcap` the same at the server's side.
 - keylog: the client's TLS secrets (SSLKEYLOGFILE, NSS key log format: curl/OpenSSL and gtlsclient/GnuTLS both
   write it), so Wireshark/tshark decrypt TLS and QUIC in those captures: `keys.log`.
-- qlog: from clients that write it (gtlsclient: QLOGDIR); `*.sqlog` / `*.qlog` files.
+- qlog: from clients that write it (gtlsclient: QLOGDIR) as `client-*.sqlog`, and from servers whose registry
+  entry has a `qlog` instance (gtlsserver): for the run, a second server process with QLOGDIR set serves the
+  same objects on another port, and the client fetches from it: `server-*.sqlog`.
 
 Capturing costs time (tcpdump start-up, copying files out), so it is off unless asked for.
 """
@@ -25,6 +27,7 @@ from pathlib import Path
 from python_on_whales.exceptions import DockerException
 
 from lab import config, docker
+from lab.endpoints.registry import Implementation
 from lab.errors import EnvironmentProblem, UsageError
 from lab.link import router
 
@@ -34,6 +37,7 @@ QLOG_CLIENTS = frozenset({"gtlsclient"})
 _ROUTER_DIR = "/tmp/quiclab-evidence"
 _CLIENT_DIR = "/tmp/quiclab-evidence"
 _TCPDUMP_START_S = 10.0
+_SERVER_QLOG_CLOSE_S = 0.5
 
 
 def parse_kinds(text: str | None) -> tuple[str, ...]:
@@ -58,6 +62,7 @@ class Evidence:
     root: Path
     folder: Path
     client_env: dict[str, str] = field(default_factory=dict)
+    server_port: int | None = None  # where the client fetches from instead (a server's qlog instance)
     files: list[Path] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -109,10 +114,10 @@ def _copy_out(container: str, src: str, dest: Path) -> bool:
 
 
 @contextmanager
-def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: str,
-               client_container: str) -> Iterator[Evidence]:
-    """Capture while the block runs a transfer; the block passes `ev.client_env` to the client. Files land in
-    `folder` (under `root`, the results folder the paths are relative to)."""
+def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: str, client_container: str,
+               server: Implementation | None = None) -> Iterator[Evidence]:
+    """Capture while the block runs a transfer; the block passes `ev.client_env` to the client and fetches from
+    `ev.server_port` if set. Files land in `folder` (under `root`, the folder the paths are relative to)."""
     ev = Evidence(root=root, folder=folder)
     if not kinds:
         yield ev
@@ -123,11 +128,15 @@ def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: st
     dumps: list[tuple[_Tcpdump, str]] = []
     if "keylog" in kinds:
         ev.client_env["SSLKEYLOGFILE"] = f"{client_dir}/keys.log"
+    server_qlog = None
     if "qlog" in kinds:
         if client_name in QLOG_CLIENTS:
             ev.client_env["QLOGDIR"] = f"{client_dir}/qlog"
         else:
             ev.problems.append(f"{client_name} writes no qlog")
+        if server is not None and server.qlog is not None:
+            server_qlog = _start_qlog_server(server, f"{_CLIENT_DIR}/{tag}")
+            ev.server_port = server.qlog.port
     if ev.client_env:
         docker.exec_in(client_container, ["mkdir", "-p", client_dir])
     if "pcap" in kinds:
@@ -155,7 +164,12 @@ def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: st
                     ev.problems.append(f"no {name} from the router")
             router.try_run("rm", "-f", *(d.path for d, _ in dumps))
         if ev.client_env:
-            _collect_client(ev, client_container, client_dir, folder)
+            _collect_dir(ev, client_container, client_dir, folder, "client-")
+        if server is not None and server_qlog is not None:
+            time.sleep(_SERVER_QLOG_CLOSE_S)  # the connection's closing period ends; the server closes its qlog
+            with contextlib.suppress(DockerException):
+                docker.exec_in(server.container, ["pkill", "-INT", "-f", "--", f"--qlog-dir={server_qlog}"])
+            _collect_dir(ev, server.container, server_qlog, folder, "server-")
 
 
 def _stop_dumps(tag: str, dumps: list[tuple[_Tcpdump, str]]) -> list[str]:
@@ -168,17 +182,34 @@ def _stop_dumps(tag: str, dumps: list[tuple[_Tcpdump, str]]) -> list[str]:
     return problems
 
 
-def _collect_client(ev: Evidence, container: str, client_dir: str, folder: Path) -> None:
-    staging = folder / ".client"
+def _start_qlog_server(server: Implementation, base: str) -> str:
+    """Start the server's qlog instance (registry `qlog`) and wait until it listens; returns its QLOGDIR."""
+    assert server.qlog is not None
+    qlog_dir = f"{base}/server-qlog"
+    port = server.qlog.port
+    docker.exec_in(server.container, ["mkdir", "-p", qlog_dir])
+    docker.client().container.execute(server.container, list(server.qlog.command), detach=True,
+                                      envs={"PORT": str(port), "QLOGDIR": qlog_dir})
+    deadline = time.monotonic() + _TCPDUMP_START_S
+    while time.monotonic() < deadline:
+        if f":{port} " in docker.exec_in(server.container, ["ss", "-Hlun"]):
+            return qlog_dir
+        time.sleep(0.05)
+    raise EnvironmentProblem(f"{server.name}'s qlog instance did not start listening on port {port}")
+
+
+def _collect_dir(ev: Evidence, container: str, src: str, folder: Path, qlog_prefix: str) -> None:
+    """Copy a container's evidence directory out (qlog files get `qlog_prefix`), then delete it there."""
+    staging = folder / f".{qlog_prefix}staging"
     if staging.exists():
         shutil.rmtree(staging)
-    if _copy_out(container, client_dir, staging):
+    if _copy_out(container, src, staging):
         for f in sorted(p for p in staging.rglob("*") if p.is_file()):
-            target = folder / f.name
+            target = folder / (f.name if f.name == "keys.log" else qlog_prefix + f.name)
             f.replace(target)
             ev.files.append(target)
         shutil.rmtree(staging, ignore_errors=True)
     with contextlib.suppress(DockerException):
-        docker.exec_in(container, ["rm", "-rf", client_dir])
-    if "SSLKEYLOGFILE" in ev.client_env and ev.find("keys.log") is None:
+        docker.exec_in(container, ["rm", "-rf", src])
+    if qlog_prefix == "client-" and "SSLKEYLOGFILE" in ev.client_env and ev.find("keys.log") is None:
         ev.problems.append("the client wrote no TLS key log")

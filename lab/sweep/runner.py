@@ -97,10 +97,10 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
         adapter = get_client(run.client)
         root = ctx.folder or Path.cwd()
         with capture.collecting(ctx.capture, root, root / "evidence" / run.key.replace("/", "_"), adapter.name,
-                                adapter.container) as ev:
+                                adapter.container, registry().server(run.server)) as ev:
             before = wire_counters(backend)
             result = run_transfer(adapter, run.server, run.protocol, run.point.size, ctx.timeout_for(run),
-                                  cc=ctx.quic_cc.get(run.client), env=ev.client_env)
+                                  cc=ctx.quic_cc.get(run.client), env=ev.client_env, port=ev.server_port)
             after = wire_counters(backend)
     except QuiclabError as e:
         rec.failure = str(e)

@@ -98,12 +98,10 @@ def validate(data: dict[str, Any], where: str) -> Scenario:
     for name, choice in s.quic_cc.items():
         if name not in s.clients:
             raise UsageError(f"{where}: quic_cc.{name}: not one of the scenario's clients ({', '.join(s.clients)})")
-        cc = registry().client(name).quic_cc
-        if cc is None or not cc.settable:
-            raise UsageError(f"{where}: quic_cc.{name}: {name}'s congestion control cannot be chosen "
-                             f"({cc.describe() if cc else 'no QUIC'})")
-        if choice not in cc.options:
-            raise UsageError(f"{where}: invalid quic_cc.{name} {choice!r}: allowed are {', '.join(cc.options)}")
+        try:
+            registry().check_quic_cc(name, choice, f"quic_cc.{name}")
+        except UsageError as e:
+            raise UsageError(f"{where}: {e}") from None
     for size in s.sizes:
         parse_size(size)
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lab import config, docker
-from lab.endpoints import get_client
+from lab.endpoints import check_server, get_client
 from lab.evidence.capture import collecting
 from lab.evidence.goodput import pcap_goodput
 from lab.link import router, shaper
@@ -28,8 +28,9 @@ BULK = 4_000_000  # 1.6 s at 20 Mbit/s: a bulk transfer next to a 20 ms handshak
 def captured_run(tmp_path: Path, client: str, server: str, protocol: Protocol, kinds: tuple[str, ...],
                  size: int = BULK):
     adapter = get_client(client)
-    with collecting(kinds, tmp_path, tmp_path / protocol.value, adapter.name, adapter.container) as ev:
-        r = run_transfer(adapter, server, protocol, size, timeout_s=60, env=ev.client_env)
+    with collecting(kinds, tmp_path, tmp_path / protocol.value, adapter.name, adapter.container,
+                    check_server(server)) as ev:
+        r = run_transfer(adapter, server, protocol, size, timeout_s=60, env=ev.client_env, port=ev.server_port)
     assert r.ok, r.failure
     assert not ev.problems, ev.problems
     return r, ev
@@ -79,15 +80,19 @@ def test_h2_capture_decrypts_tls_and_pcap_goodput_agrees(shaped, tmp_path):
     assert abs(pg / r.goodput_bps - 1) <= 0.15, f"pcap {pg / 1e6:.2f} vs client {r.goodput_bps / 1e6:.2f} Mbit/s"
 
 
-def test_gtlsclient_qlog_has_packet_events(clean_link, tmp_path):
+def qlog_event_names(path: Path) -> set[str]:
+    records = [json.loads(chunk) for chunk in path.read_text().split("\x1e") if chunk.strip()]  # JSON-SEQ
+    return {rec.get("name", "") for rec in records}
+
+
+def test_ngtcp2_client_and_server_qlogs_have_packet_events(clean_link, tmp_path):
     _, ev = captured_run(tmp_path, "gtlsclient", "ngtcp2", Protocol.H3, ("qlog", "keylog"), size=200_000)
-    qlogs = [f for f in ev.files if f.suffix in (".sqlog", ".qlog")]
-    assert qlogs, ev.files
-    text = qlogs[0].read_text()
-    records = [json.loads(chunk) for chunk in text.split("\x1e") if chunk.strip()]  # JSON-SEQ (RFC 7464)
-    names = {rec.get("name", "") for rec in records}
-    assert any(n.endswith("packet_sent") for n in names) and any(n.endswith("packet_received") for n in names), \
-        sorted(names)[:20]
+    for side in ("client", "server"):
+        qlogs = [f for f in ev.files if f.name.startswith(f"{side}-") and f.suffix in (".sqlog", ".qlog")]
+        assert len(qlogs) == 1, ev.files
+        names = qlog_event_names(qlogs[0])
+        assert any(n.endswith("packet_sent") for n in names), f"{side}: {sorted(names)[:20]}"
+        assert any(n.endswith("packet_received") for n in names), f"{side}: {sorted(names)[:20]}"
     keys = ev.find("keys.log")
     assert keys and "CLIENT_TRAFFIC_SECRET_0" in keys.read_text()
 

@@ -84,6 +84,9 @@ def test_congestion_control_fixed_or_settable():
     ({"quic_cc": {"options": ["cubic"], "default": "bbr"}}, "implementation 'caddy': invalid field 'quic_cc'"),
     ({"address": "10.71.2.10"}, "implementation 'caddy': address '10.71.2.10' is already used by 'nginx'"),
     ({"adapter": "lab.endpoints.curl:CurlClient"}, "implementation 'caddy': field 'adapter'"),
+    ({"qlog": {"command": ["caddy"], "port": 443}}, "implementation 'caddy': field 'qlog': its port must differ"),
+    ({"qlog": {"command": [], "port": 4433}}, "implementation 'caddy': invalid field 'qlog.command'"),
+    ({"qlog": {"command": ["x"], "port": 4433, "dir": "/q"}}, "implementation 'caddy': unknown field 'qlog.dir'"),
 ])
 def test_a_malformed_server_entry_is_a_one_line_error_naming_it(changes, expected):
     assert expected in one_line_error(broken("caddy", **changes))
@@ -94,6 +97,8 @@ def test_a_malformed_client_entry_is_a_one_line_error_naming_it():
         broken("gtlsclient", adapter=None))
     assert "implementation 'curl': field 'host': only servers" in one_line_error(broken("curl", host="x.quiclab"))
     assert "implementation 'curl': missing field 'role'" in one_line_error(broken("curl", role=None))
+    assert "implementation 'curl': field 'qlog': only servers" in one_line_error(
+        broken("curl", qlog={"command": ["x"], "port": 4433}))
 
 
 def test_a_registry_file_that_is_not_toml_is_a_usage_error(tmp_path):
@@ -195,12 +200,20 @@ def test_summary_lists_the_implementations_and_old_manifests_still_resume():
 def test_a_scenario_can_choose_a_settable_quic_cc_only():
     base = {"name": "cc", "clients": ["curl", "gtlsclient"], "servers": ["ngtcp2"], "protocols": ["h3"]}
     assert validate({**base, "quic_cc": {"gtlsclient": "bbr"}}, "s").quic_cc == {"gtlsclient": "bbr"}
-    with pytest.raises(UsageError, match=r"s: invalid quic_cc.gtlsclient 'vegas': allowed are cubic, reno, bbr"):
+    with pytest.raises(UsageError,
+                       match=r"s: invalid quic_cc.gtlsclient 'vegas' for gtlsclient: allowed are cubic, reno, bbr"):
         validate({**base, "quic_cc": {"gtlsclient": "vegas"}}, "s")
-    with pytest.raises(UsageError, match=r"quic_cc.curl: curl's congestion control cannot be chosen"):
+    with pytest.raises(UsageError, match=r"quic_cc.curl: curl cannot choose its congestion control"):
         validate({**base, "quic_cc": {"curl": "bbr"}}, "s")
     with pytest.raises(UsageError, match=r"quic_cc.nginx: not one of the scenario's clients"):
         validate({**base, "quic_cc": {"nginx": "bbr"}}, "s")
     ctx = runner.Context(sweep="x", shaper="auto", timeout_for=lambda r: 10, quic_cc={"gtlsclient": "bbr"},
                          cc={"gtlsclient": {"tcp": None, "quic": "bbr"}})
     assert ctx.cc_of("gtlsclient", Protocol.H3) == "bbr"
+
+
+def test_a_servers_qlog_instance_is_reached_on_its_own_port():
+    ngtcp2 = registry().server("ngtcp2")
+    assert ngtcp2.qlog is not None and ngtcp2.qlog.port != ngtcp2.port
+    assert ngtcp2.url("/obj/1000") == "https://ngtcp2.quiclab/obj/1000"
+    assert ngtcp2.url("/obj/1000", ngtcp2.qlog.port) == f"https://ngtcp2.quiclab:{ngtcp2.qlog.port}/obj/1000"
