@@ -199,6 +199,7 @@ fi
 # (Connectify's: 10 MB, 160 ms RTT, 5 Mbit/s, loss 0-5 %). --reuse makes a second run cheap: it shows the
 # finished sweep (or resumes an unfinished one) instead of measuring everything again.
 if [ "${QUICLAB_SETUP_NO_UP:-0}" != 1 ] && [ "${QUICLAB_SETUP_NO_JOB:-0}" != 1 ]; then
+  uv run --frozen quiclab shape --clear >/dev/null
   uv run --frozen quiclab run --size 1MB
   uv run --frozen quiclab sweep loss --reuse
 fi

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from lab import config, docker
+from lab.bench import host
 from lab.link import linkem, router, shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link
@@ -28,6 +29,8 @@ class BenchResult:
     rate_accuracy: dict[str, dict[str, float]]
     delay_error_ms: dict[str, Any]
     seconds_per_test: float
+    host_before: dict[str, float]  # timer lateness and CPU steal before the benchmark (lab/bench/host.py)
+    host_after: dict[str, float]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -99,6 +102,7 @@ def delay_error(seconds: float, delay_ms: float = 20.0, load: str = "300M") -> d
 
 
 def run(seconds: float = 5.0) -> BenchResult:
+    before = host.measure()
     try:
         kernel, through = capacity(seconds)
         rates = {f"{r}mbit": rate_accuracy(r, seconds) for r in (100, 500)}
@@ -106,5 +110,7 @@ def run(seconds: float = 5.0) -> BenchResult:
     finally:
         shaper.apply(Link(), "linkem")
         linkem.current()
+    after = host.measure()
     return BenchResult(kernel_gbps=kernel / 1e9, linkem_gbps=through / 1e9, linkem_vs_kernel=through / kernel,
-                       rate_accuracy=rates, delay_error_ms=delay, seconds_per_test=seconds)
+                       rate_accuracy=rates, delay_error_ms=delay, seconds_per_test=seconds,
+                       host_before=asdict(before), host_after=asdict(after))

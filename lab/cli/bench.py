@@ -7,6 +7,7 @@ import typer
 
 from lab import config, lab, terminal
 from lab.bench import link as link_bench
+from lab.bench.host import HostTiming
 from lab.errors import UsageError
 
 
@@ -33,7 +34,13 @@ def register(app: typer.Typer) -> None:
         d = r.delay_error_ms
         rows.append([f"delay error, {d['load']} (RTT {d['configured_rtt_ms']:g} ms) p50 / p99 / max",
                      f"{d['p50']:.3f} / {d['p99']:.3f} / {d['max']:.3f} ms"])
+        for when, h in (("before", r.host_before), ("after", r.host_after)):
+            rows.append([f"host {when}: 1 ms timer lateness p90 / CPU steal",
+                         f"{h['late_p90_ms']:.2f} ms / {h['steal_pct']:.0f} %"])
         terminal.table("link emulator benchmark", ["measure", "value"], rows, right=["value"])
+        if not all(HostTiming(**h).precise for h in (r.host_before, r.host_after)):
+            terminal.warning("this host's timers were late (hypervisor CPU steal): the figures above show the host, "
+                             "not the emulator; run the benchmark again when the host is quiet")
         out = config.ROOT / "results" / "bench" / f"link-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(r.to_json())

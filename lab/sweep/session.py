@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from lab import config, lab, terminal
+from lab.errors import QuiclabError
 from lab.link import shaper
 from lab.link.model import Link
 from lab.observe.push import Publisher
@@ -76,6 +78,9 @@ def execute(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Plan
         live.finish(complete)
     if not complete:
         stop_everything()
+    else:
+        with contextlib.suppress(QuiclabError):
+            shaper.apply(Link())  # the lab is left unimpaired, as before the sweep
     manifest.update(status="complete" if complete else "interrupted", finished_at=_now(),
                     completed_runs=len([r for r in store.load_runs(folder) if r.status != "interrupted"]))
     store.write_json_atomic(folder / store.MANIFEST, manifest)

@@ -5,7 +5,7 @@ use crate::config::Config;
 use crate::control::{self, ConfigRequest, LoopHandle, Shared};
 use crate::link::{Link, LinkVerdict};
 use crate::pipeline::Verdict;
-use crate::sys::{monotonic_now, ppoll, set_timer_slack, termination_signalfd, yield_cpu, Waker};
+use crate::sys::{monotonic_now, ppoll, set_timer_slack, termination_signalfd, Waker};
 use crate::time::{Time, NS_PER_MS};
 use crate::tun::Tun;
 use std::collections::VecDeque;
@@ -181,13 +181,7 @@ impl Loop {
             // Timer wake-ups are late by tens to hundreds of microseconds on a busy or virtualised host.
             // Sleep until SPIN_BEFORE_NS ahead of the deadline, then poll without sleeping, so packets leave
             // within a few microseconds of their release time (costs CPU only while a release is imminent).
-            // While spinning, yield the CPU to any other runnable thread first: on a small machine the
-            // endpoints' own work (a userspace QUIC stack, the kernel's TCP) must not wait behind linkem's spin.
-            let spinning = timeout > 0 && timeout <= SPIN_BEFORE_NS;
             timeout = timeout.saturating_sub(SPIN_BEFORE_NS);
-            if spinning {
-                yield_cpu();
-            }
             let tun_events = libc::POLLIN
                 | if self.pending.is_empty() {
                     0

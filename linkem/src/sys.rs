@@ -115,9 +115,3 @@ pub fn set_timer_slack(ns: u64) {
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
 }
-
-/// Give the CPU to another runnable thread, if there is one (returns at once otherwise).
-pub fn yield_cpu() {
-    // SAFETY: sched_yield takes no arguments and cannot fail on Linux.
-    unsafe { libc::sched_yield() };
-}

@@ -34,7 +34,7 @@ ATTEMPTS = 3
 
 
 @pytest.mark.parametrize("rtt_ms", [10, 80, 160, 800])
-def test_ping_rtt_matches_configured(clean_link, rtt_ms):
+def test_ping_rtt_matches_configured(precise_host, rtt_ms):
     shape(rtt=f"{rtt_ms}ms")
     count, interval = (60, 0.02) if rtt_ms < 100 else (30, 0.1) if rtt_ms < 500 else (8, 0.2)
     tolerance = max(0.5, 0.02 * rtt_ms)
@@ -61,7 +61,7 @@ def _bulk(protocol: Protocol, rate_mbit: int, seconds: float = 5.0):
 
 @pytest.mark.parametrize("rate_mbit", [5, 20, 100])
 @pytest.mark.parametrize("protocol", [Protocol.H1, Protocol.H3])
-def test_bulk_goodput_close_to_rate(clean_link, protocol, rate_mbit):
+def test_bulk_goodput_close_to_rate(precise_host, protocol, rate_mbit):
     # Two bandwidth-delay products of buffer (at least 128 KiB): nginx's QUIC is NewReno, whose sawtooth leaves
     # the link ~5 % idle behind a 1-BDP drop-tail queue; with 2 BDP the transport keeps the link busy, so this
     # measures the shaper's rate rather than the congestion controller.
@@ -155,7 +155,7 @@ def _wire_rate_during_transfer(size: int) -> tuple[float, float, float]:
     return ip_bytes * 8 / (r.total_s - r.ttfb_s), data_start, end
 
 
-def test_rate_schedule_spikes_average(clean_link):
+def test_rate_schedule_spikes_average(precise_host):
     t_apply = time.monotonic()
     link = shape(rate="20mbit", spikes="1s:200ms:10%", rtt="10ms")
     sched = link.downlink.rate_schedule
@@ -165,7 +165,7 @@ def test_rate_schedule_spikes_average(clean_link):
     assert abs(rate - expected) <= 0.05 * expected, f"{rate / 1e6:.2f} vs {expected / 1e6:.2f} Mbit/s"
 
 
-def test_mahimahi_trace_average(clean_link, tmp_path):
+def test_mahimahi_trace_average(precise_host, tmp_path):
     # 100 ms period: 2 opportunities per ms for 50 ms, then 1 every 2 ms for 50 ms -> mean 15 Mbit/s
     lines = [t for t in range(50) for _ in range(2)] + list(range(50, 100, 2)) + [100]
     trace = tmp_path / "wobbly.trace"

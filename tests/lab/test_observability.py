@@ -100,7 +100,7 @@ def throughput_expr() -> str:
     return substitute(panel["targets"][0]["expr"], SWEEP)
 
 
-def test_link_throughput_panel_shows_a_bulk_transfer(clean_link):
+def test_link_throughput_panel_shows_a_bulk_transfer(precise_host):
     shaper.apply(parse_link({"rate": "20mbit", "rtt": "10ms"}))
     size = int(RATE_BPS / 8 * 12)  # ~12 s at the configured rate
     result: dict[str, object] = {}

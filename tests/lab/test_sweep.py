@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from lab import config, docker
+from lab.link import linkem
+from lab.link.model import Link
 from lab.sweep import store
 from lab.sweep.plan import plan
 from lab.sweep.scenario import validate
@@ -65,6 +67,7 @@ def test_quick_preset_produces_every_artifact(lab_up, tmp_path):
     assert manifest["status"] == "complete" and manifest["git"]["commit"]
     assert {"nginx", "curl", "openssl (client)", "kernel", "linkem"} <= set(manifest["versions"])
     assert manifest["self_check"]["rtt"]["measured_median_ms"] > 19
+    assert linkem.current() == Link(), "a finished sweep leaves the link unimpaired"
     summary = (folder / "summary.md").read_text()
     for label in ("loss=0%", "loss=1%"):
         for method in ("HTTP/1.1", "HTTP/2", "HTTP/3"):
