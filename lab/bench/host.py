@@ -48,3 +48,26 @@ def measure(samples: int = 200) -> HostTiming:
     late.sort()
     return HostTiming(late_p90_ms=late[int(0.9 * (samples - 1))] * 1000,
                       steal_pct=100 * (steal1 - steal0) / max(1, total1 - total0))
+
+
+#: Above this share of CPU taken by the hypervisor during a measurement, the measurement shows the host, not the
+#: emulator (a quiet machine of this kind shows 0-5 %).
+MAX_STEAL_PCT = 10.0
+
+
+class StealMeter:
+    """`with StealMeter() as m: ...` then `m.steal_pct`: the CPU the hypervisor took while the block ran."""
+
+    def __enter__(self) -> StealMeter:
+        self._start = _cpu()
+        self.steal_pct = 0.0
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        steal1, total1 = _cpu()
+        steal0, total0 = self._start
+        self.steal_pct = 100 * (steal1 - steal0) / max(1, total1 - total0)
+
+    @property
+    def disturbed(self) -> bool:
+        return self.steal_pct > MAX_STEAL_PCT

@@ -22,6 +22,8 @@ from lab.observe import services
 from lab.protocols import Protocol
 from lab.transfer import run_transfer
 
+from .conftest import on_quiet_host
+
 pytestmark = pytest.mark.lab
 
 DASH_DIR = config.ROOT / "dashboards" / "json"
@@ -100,15 +102,13 @@ def throughput_expr() -> str:
     return substitute(panel["targets"][0]["expr"], SWEEP)
 
 
-def test_link_throughput_panel_shows_a_bulk_transfer(precise_host):
-    shaper.apply(parse_link({"rate": "20mbit", "rtt": "10ms"}))
-    size = int(RATE_BPS / 8 * 12)  # ~12 s at the configured rate
+def _panel_rate_during_bulk_transfer(size: int) -> tuple[float, list[float]]:
+    """Run a bulk HTTP/1.1 transfer, then read the panel's downlink series over its steady state."""
     result: dict[str, object] = {}
 
     def transfer() -> None:
         result["r"] = run_transfer(get_client("curl"), "nginx", Protocol.H1, size, timeout_s=120)
 
-    objects.ensure(size)  # created before the clock starts
     t0 = time.time()
     th = threading.Thread(target=transfer)
     th.start()
@@ -122,7 +122,15 @@ def test_link_throughput_panel_shows_a_bulk_transfer(precise_host):
     down = next(s for s in data["result"] if s["metric"].get("direction") == "downlink")
     values = [float(v) for _, v in down["values"]]
     assert len(values) >= 5, values
-    med = statistics.median(values)
+    return statistics.median(values), values
+
+
+def test_link_throughput_panel_shows_a_bulk_transfer(clean_link):
+    shaper.apply(parse_link({"rate": "20mbit", "rtt": "10ms"}))
+    size = int(RATE_BPS / 8 * 12)  # ~12 s at the configured rate
+    objects.ensure(size)  # created before the clock starts
+    med, values = on_quiet_host(lambda: _panel_rate_during_bulk_transfer(size),
+                                lambda m: abs(m[0] - RATE_BPS) <= 0.1 * RATE_BPS, attempts=2)[-1]
     assert abs(med - RATE_BPS) <= 0.1 * RATE_BPS, f"downlink {med / 1e6:.2f} Mbit/s, configured 20; {values}"
 
 
