@@ -36,7 +36,7 @@ KINDS = ("pcap", "keylog", "qlog")
 QLOG_CLIENTS = frozenset({"gtlsclient"})
 _ROUTER_DIR = "/tmp/quiclab-evidence"
 _CLIENT_DIR = "/tmp/quiclab-evidence"
-_TCPDUMP_START_S = 10.0
+_START_TIMEOUT_S = 10.0
 _SERVER_QLOG_CLOSE_S = 0.5
 
 
@@ -142,7 +142,7 @@ def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: st
     if "pcap" in kinds:
         ifs = router.interfaces()
         router.run("mkdir", "-p", _ROUTER_DIR)
-        deadline = time.monotonic() + _TCPDUMP_START_S
+        deadline = time.monotonic() + _START_TIMEOUT_S
         for side, iface in (("client-side", ifs.client_side), ("server-side", ifs.server_side)):
             dumps.append((_Tcpdump(iface, f"{_ROUTER_DIR}/{tag}-{side}.pcap"), f"{side}.pcap"))
         try:
@@ -190,7 +190,7 @@ def _start_qlog_server(server: Implementation, base: str) -> str:
     docker.exec_in(server.container, ["mkdir", "-p", qlog_dir])
     docker.client().container.execute(server.container, list(server.qlog.command), detach=True,
                                       envs={"PORT": str(port), "QLOGDIR": qlog_dir})
-    deadline = time.monotonic() + _TCPDUMP_START_S
+    deadline = time.monotonic() + _START_TIMEOUT_S
     while time.monotonic() < deadline:
         if f":{port} " in docker.exec_in(server.container, ["ss", "-Hlun"]):
             return qlog_dir

@@ -5,13 +5,13 @@ from __future__ import annotations
 import base64
 import re
 import statistics
-import struct
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from lab import config, docker
+from lab.evidence.pcap import PROTO_UDP, read_pcap
 from lab.link import router
 
 PROBE_PORT = 9999
@@ -57,26 +57,15 @@ class Capture:
 
 
 def parse_pcap(data: bytes) -> Capture:
-    """Minimal pcap reader (Ethernet, IPv4, UDP): payloads, destination ports and timestamps."""
+    """The UDP datagrams of a capture (lab/evidence/pcap.py reads it): payloads, destination ports, timestamps."""
     cap = Capture()
-    if len(data) < 24:
+    if len(data) < 24:  # tcpdump has not written its file header yet
         return cap
-    magic = struct.unpack("<I", data[:4])[0]
-    endian = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
-    nano = magic in (0xA1B23C4D, 0x4D3CB2A1)
-    off = 24
-    while off + 16 <= len(data):
-        sec, frac, incl, _ = struct.unpack(endian + "IIII", data[off:off + 16])
-        pkt = data[off + 16:off + 16 + incl]
-        off += 16 + incl
-        if len(pkt) < 14 + 20 or pkt[12:14] != b"\x08\x00":
-            continue
-        ihl = (pkt[14] & 0x0F) * 4
-        if pkt[23] != 17 or len(pkt) < 14 + ihl + 8:
-            continue
-        cap.ports.append(struct.unpack("!H", pkt[14 + ihl + 2:14 + ihl + 4])[0])
-        cap.payloads.append(pkt[14 + ihl + 8:])
-        cap.times.append(sec + frac / (1e9 if nano else 1e6))
+    for p in read_pcap(data):
+        if p.proto == PROTO_UDP:
+            cap.payloads.append(p.payload)
+            cap.ports.append(p.dport)
+            cap.times.append(p.time)
     return cap
 
 
