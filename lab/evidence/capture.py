@@ -128,32 +128,29 @@ def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: st
     dumps: list[tuple[_Tcpdump, str]] = []
     if "keylog" in kinds:
         ev.client_env["SSLKEYLOGFILE"] = f"{client_dir}/keys.log"
-    server_qlog = None
-    if "qlog" in kinds:
-        if client_name in QLOG_CLIENTS:
-            ev.client_env["QLOGDIR"] = f"{client_dir}/qlog"
-        else:
-            ev.problems.append(f"{client_name} writes no qlog")
-        if server is not None and server.qlog is not None:
-            server_qlog = _start_qlog_server(server, f"{_CLIENT_DIR}/{tag}")
-            ev.server_port = server.qlog.port
-    if ev.client_env:
-        docker.exec_in(client_container, ["mkdir", "-p", client_dir])
-    if "pcap" in kinds:
-        ifs = router.interfaces()
-        router.run("mkdir", "-p", _ROUTER_DIR)
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        for side, iface in (("client-side", ifs.client_side), ("server-side", ifs.server_side)):
-            dumps.append((_Tcpdump(iface, f"{_ROUTER_DIR}/{tag}-{side}.pcap"), f"{side}.pcap"))
-        try:
+    server_qlog: str | None = None
+    try:
+        if "qlog" in kinds:
+            if client_name in QLOG_CLIENTS:
+                ev.client_env["QLOGDIR"] = f"{client_dir}/qlog"
+            else:
+                ev.problems.append(f"{client_name} writes no qlog")
+            if server is not None and server.qlog is not None:
+                server_qlog = f"{_CLIENT_DIR}/{tag}/server-qlog"
+                _start_qlog_server(server, server_qlog)
+                ev.server_port = server.qlog.port
+        if ev.client_env:
+            docker.exec_in(client_container, ["mkdir", "-p", client_dir])
+        if "pcap" in kinds:
+            ifs = router.interfaces()
+            router.run("mkdir", "-p", _ROUTER_DIR)
+            deadline = time.monotonic() + _START_TIMEOUT_S
+            for side, iface in (("client-side", ifs.client_side), ("server-side", ifs.server_side)):
+                dumps.append((_Tcpdump(iface, f"{_ROUTER_DIR}/{tag}-{side}.pcap"), f"{side}.pcap"))
             for d, _ in dumps:
                 d.wait_listening(deadline)
-        except EnvironmentProblem:
-            _stop_dumps(tag, dumps)
-            raise
-    try:
         yield ev
-    finally:
+    finally:  # also after a failed start or Ctrl-C: nothing of the capture is left running
         if dumps:
             time.sleep(0.05)  # the last packets of the transfer reach the capture file
             ev.problems += _stop_dumps(tag, dumps)
@@ -182,10 +179,9 @@ def _stop_dumps(tag: str, dumps: list[tuple[_Tcpdump, str]]) -> list[str]:
     return problems
 
 
-def _start_qlog_server(server: Implementation, base: str) -> str:
-    """Start the server's qlog instance (registry `qlog`) and wait until it listens; returns its QLOGDIR."""
+def _start_qlog_server(server: Implementation, qlog_dir: str) -> None:
+    """Start the server's qlog instance (registry `qlog`) writing into `qlog_dir`; wait until it listens."""
     assert server.qlog is not None
-    qlog_dir = f"{base}/server-qlog"
     port = server.qlog.port
     docker.exec_in(server.container, ["mkdir", "-p", qlog_dir])
     docker.client().container.execute(server.container, list(server.qlog.command), detach=True,
@@ -193,7 +189,7 @@ def _start_qlog_server(server: Implementation, base: str) -> str:
     deadline = time.monotonic() + _START_TIMEOUT_S
     while time.monotonic() < deadline:
         if f":{port} " in docker.exec_in(server.container, ["ss", "-Hlun"]):
-            return qlog_dir
+            return
         time.sleep(0.05)
     raise EnvironmentProblem(f"{server.name}'s qlog instance did not start listening on port {port}")
 
