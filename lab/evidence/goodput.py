@@ -15,7 +15,8 @@ def pcap_goodput(ev: Evidence, server: str, protocol: Protocol, size: int) -> fl
         return None
     impl = registry().server(server)
     try:
-        g = pcap.goodput(pcap.read_pcap(path.read_bytes()), impl.address or "", impl.port or 443,
+        port = ev.server_port or impl.port or 443  # the server's qlog instance, if the run used it
+        g = pcap.goodput(pcap.read_pcap(path.read_bytes()), impl.address or "", port,
                           protocol is Protocol.H3, size)
     except pcap.PcapError:
         return None

@@ -115,8 +115,9 @@ class PcapGoodput:
 
 
 def _short_header(payload: bytes) -> bool:
-    """A QUIC 1-RTT packet: header form bit 0, fixed bit 1 (RFC 9000 17.3)."""
-    return bool(payload) and payload[0] & 0x80 == 0 and payload[0] & 0x40 != 0
+    """A QUIC 1-RTT packet: header form bit 0 (RFC 9000 17.3). The fixed bit is not checked: stacks that grease
+    it (RFC 9287; ngtcp2 does) send 1-RTT packets with it 0."""
+    return bool(payload) and payload[0] & 0x80 == 0
 
 
 def goodput(packets: list[Packet], server: str, port: int, quic: bool, payload_bytes: int) -> PcapGoodput | None:

@@ -59,6 +59,14 @@ def test_quic_goodput_first_to_last_server_1rtt_packet():
     assert g.server_bytes == 101 * 1200
 
 
+def test_greased_fixed_bit_still_counts_as_1rtt():
+    # RFC 9287: a peer that allows it may send 1-RTT packets with the fixed bit 0 (ngtcp2 does)
+    pkts = [(1.0 + i * 0.1, _frame(SERVER, CLIENT, 443, 50000, bytes([0x01]) + b"d" * 1443, tcp=False))
+            for i in range(11)]
+    g = pcap.goodput(pcap.read_pcap(_pcap(pkts)), SERVER, 443, quic=True, payload_bytes=10_000)
+    assert g is not None and g.packets == 11 and g.duration_s == pytest.approx(1.0, abs=1e-6)
+
+
 @pytest.mark.parametrize(("endian", "nano"), [("<", False), (">", False), ("<", True)])
 def test_reader_handles_byte_order_and_nanoseconds(endian, nano):
     packets = pcap.read_pcap(_pcap(_quic_transfer(), endian, nano))
