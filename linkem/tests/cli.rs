@@ -2,20 +2,23 @@
 #![cfg(target_os = "linux")]
 
 use linkem::cli::{check, parse, Command};
+use linkem::driver::RunOptions;
 
 fn args(s: &str) -> Vec<String> {
     s.split_whitespace().map(String::from).collect()
 }
 
+/// The options of a command line that must parse as `run`.
+fn run_options(line: &str) -> RunOptions {
+    match parse(&args(line)).unwrap() {
+        Command::Run(o) => *o,
+        _ => panic!("not run: {line}"),
+    }
+}
+
 #[test]
 fn parse_run() {
-    let c = parse(&args(
-        "run --tun tun0 --downlink 10.71.1.0/24 --uplink=10.71.2.0/24",
-    ))
-    .unwrap();
-    let Command::Run(o) = c else {
-        panic!("not run")
-    };
+    let o = run_options("run --tun tun0 --downlink 10.71.1.0/24 --uplink=10.71.2.0/24");
     assert_eq!(o.tun, "tun0");
     assert_eq!(o.listen, "0.0.0.0:9100");
     assert_eq!(o.uplink.to_string(), "10.71.2.0/24");
@@ -24,13 +27,9 @@ fn parse_run() {
 
 #[test]
 fn parse_run_two_tuns() {
-    let c = parse(&args(
+    let o = run_options(
         "run --tun-down tdown --tun-up tup --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
-    ))
-    .unwrap();
-    let Command::Run(o) = c else {
-        panic!("not run")
-    };
+    );
     assert_eq!(o.tun, "tdown");
     assert_eq!(o.tun_up.as_deref(), Some("tup"));
     for a in [
