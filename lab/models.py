@@ -29,6 +29,7 @@ class ClientReport(BaseModel):
     handshake_s: float | None = None
     ttfb_s: float | None = None
     total_s: float | None = None
+    udp_rcvbuf_drops: int | None = None  # datagrams the client's own full UDP receive buffers dropped (not the link)
 
 
 class TransferResult(BaseModel):
@@ -53,3 +54,6 @@ class TransferResult(BaseModel):
     unsupported: bool = False  # the client or server cannot do this protocol (not run, or exit code 127)
     evidence: list[str] = []  # captured files (--capture)
     pcap_goodput_bps: float | None = None  # object bits over first..last server data packet (client-side pcap)
+    # Datagrams dropped in the client container because a UDP socket's receive buffer was full during the
+    # transfer: losses the endpoint made, not the link (None: the client does not report it).
+    client_rcvbuf_drops: int | None = None

@@ -58,7 +58,7 @@ def verify(request: TransferRequest, report: ClientReport, expected_sha: str, *,
         client=client, server=server, size=request.size, bytes=report.bytes, sha256_expected=expected_sha,
         sha256=report.sha256, handshake_s=report.handshake_s, ttfb_s=report.ttfb_s, total_s=total,
         goodput_bps=goodput, wall_s=wall_s, exit_code=report.exit_code,
-        unsupported=report.exit_code == UNSUPPORTED_EXIT,
+        unsupported=report.exit_code == UNSUPPORTED_EXIT, client_rcvbuf_drops=report.udp_rcvbuf_drops,
     )
 
 

@@ -7,7 +7,11 @@
 # "time_total": S, "errormsg": "..."}}. gtlsclient reports no timings of its own: time_total is the wall time of
 # the gtlsclient process (connection set-up + handshake + transfer, as curl's time_total), and there is no
 # handshake or first-byte time. The body is written to a private temporary directory, hashed and deleted.
+# "udp_rcvbuf_errors": datagrams dropped by a full UDP receive buffer in this network namespace during the
+# transfer (as quiclab-fetch reports it).
 set -uo pipefail
+rcvbuf_errors() { awk '/^Udp:/ { if (!h) { for (i = 2; i <= NF; i++) if ($i == "RcvbufErrors") c = i; h = 1 }
+                                 else { print $c + 0; exit } }' /proc/net/snmp; }
 [ "${PROTOCOL:-h3}" = h3 ] || { echo "gtlsclient speaks HTTP/3 only, not ${PROTOCOL}" >&2; exit 127; }
 url=${URL:?URL is not set}
 rest=${url#https://}; authority=${rest%%/*}; path=/${rest#*/}
@@ -18,11 +22,13 @@ args=(--quiet --exit-on-first-stream-close --timeout="${TIMEOUT:-60}s" --handsha
 [ -n "${QLOGDIR:-}" ] && { mkdir -p "$QLOGDIR"; args+=("--qlog-dir=$QLOGDIR"); }
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 err=$dir/.stderr
+drops0=$(rcvbuf_errors)
 start=$(date +%s.%N)
 timeout --kill-after=2 "${TIMEOUT:-60}" gtlsclient "${args[@]}" --download="$dir" "${HOST_ADDR:-$host}" "$port" \
   "$url" >/dev/null 2>"$err"
 rc=$?
 end=$(date +%s.%N)
+drops=$(( $(rcvbuf_errors) - drops0 ))
 file=$dir/$(basename "$path")
 size=0; sha=""
 if [ -f "$file" ]; then
@@ -35,5 +41,5 @@ fi
 msg=$(tail -c 300 "$err" | tr -d '\000-\037"\\' )
 total=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.6f", b - a }')
 hv=""; [ "$rc" -eq 0 ] && [ -f "$file" ] && hv=3
-printf '{"exit":%d,"sha256":"%s","curl":{"http_version":"%s","size_download":%d,"time_total":%s,"errormsg":"%s"}}\n' \
-  "$rc" "$sha" "$hv" "$size" "$total" "$msg"
+printf '{"exit":%d,"sha256":"%s","curl":{"http_version":"%s","size_download":%d,"time_total":%s,"errormsg":"%s"},"udp_rcvbuf_errors":%d}\n' \
+  "$rc" "$sha" "$hv" "$size" "$total" "$msg" "$drops"

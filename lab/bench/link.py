@@ -23,9 +23,11 @@ from lab.link.spec import parse_link
 
 @dataclass
 class BenchResult:
-    kernel_gbps: float
+    kernel_gbps: float        # median over the pairs used (see capacity_pairs_used)
     linkem_gbps: float
-    linkem_vs_kernel: float
+    linkem_vs_kernel: float   # median of the per-pair ratios
+    capacity_pairs: list[dict[str, float]]  # every pair: kernel_gbps, linkem_gbps, steal_pct, ratio
+    capacity_pairs_used: int  # pairs with <= host.MAX_STEAL_PCT steal (all pairs if none was undisturbed)
     rate_accuracy: dict[str, dict[str, float]]
     delay_error_ms: dict[str, Any]
     seconds_per_test: float
@@ -54,15 +56,53 @@ def _percentile(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
 
-def capacity(seconds: float) -> tuple[float, float]:
-    """(kernel-only, through linkem) unshaped forwarding goodput in bit/s."""
+@dataclass
+class CapacityPair:
+    """One side-by-side pair: kernel-only and through-linkem forwarding, measured back to back."""
+
+    kernel_gbps: float
+    linkem_gbps: float
+    steal_pct: float  # the most CPU the hypervisor took during either half (lab/bench/host.py)
+
+    @property
+    def ratio(self) -> float:
+        return self.linkem_gbps / self.kernel_gbps if self.kernel_gbps else 0.0
+
+    @property
+    def disturbed(self) -> bool:
+        return self.steal_pct > host.MAX_STEAL_PCT
+
+
+def _measure_path(path: str, seconds: float) -> tuple[float, float]:
+    """(goodput bit/s, CPU steal %) of one iperf3 run with the router forwarding by `path` (kernel | linkem)."""
+    router.set_path(path)
+    with host.StealMeter() as meter:
+        goodput = _iperf(seconds)
+    return goodput, meter.steal_pct
+
+
+def capacity(seconds: float, rounds: int = 3) -> list[CapacityPair]:
+    """Unshaped forwarding goodput, kernel-only vs through linkem, in `rounds` back-to-back pairs whose order
+    alternates (kernel first, then linkem first, ...) so a drift of the host's speed does not favour either."""
     shaper.apply(Link(), "linkem")
-    router.set_path("kernel")
+    pairs = []
     try:
-        kernel = _iperf(seconds)
+        for i in range(rounds):
+            order = ("kernel", "linkem") if i % 2 == 0 else ("linkem", "kernel")
+            got = {path: _measure_path(path, seconds) for path in order}
+            pairs.append(CapacityPair(kernel_gbps=got["kernel"][0] / 1e9, linkem_gbps=got["linkem"][0] / 1e9,
+                                      steal_pct=max(got["kernel"][1], got["linkem"][1])))
     finally:
         router.set_path("linkem")
-    return kernel, _iperf(seconds)
+    return pairs
+
+
+def summarize_capacity(pairs: list[CapacityPair]) -> tuple[float, float, float, int]:
+    """(kernel Gbit/s, linkem Gbit/s, median of the per-pair ratios, pairs used): over the pairs the hypervisor
+    did not disturb, or over all of them when every pair was disturbed (the caller warns then)."""
+    used = [p for p in pairs if not p.disturbed] or pairs
+    return (statistics.median(p.kernel_gbps for p in used), statistics.median(p.linkem_gbps for p in used),
+            statistics.median(p.ratio for p in used), len(used))
 
 
 def rate_accuracy(rate_mbit: int, seconds: float) -> dict[str, float]:
@@ -101,16 +141,18 @@ def delay_error(seconds: float, delay_ms: float = 20.0, load: str = "300M") -> d
             "mean": statistics.fmean(errors)}
 
 
-def run(seconds: float = 5.0) -> BenchResult:
+def run(seconds: float = 5.0, rounds: int = 3) -> BenchResult:
     before = host.measure()
     try:
-        kernel, through = capacity(seconds)
+        pairs = capacity(seconds, rounds)
         rates = {f"{r}mbit": rate_accuracy(r, seconds) for r in (100, 500)}
         delay = delay_error(seconds)
     finally:
         shaper.apply(Link(), "linkem")
         linkem.current()
     after = host.measure()
-    return BenchResult(kernel_gbps=kernel / 1e9, linkem_gbps=through / 1e9, linkem_vs_kernel=through / kernel,
+    kernel, through, ratio, used = summarize_capacity(pairs)
+    return BenchResult(kernel_gbps=kernel, linkem_gbps=through, linkem_vs_kernel=ratio,
+                       capacity_pairs=[{**asdict(p), "ratio": p.ratio} for p in pairs], capacity_pairs_used=used,
                        rate_accuracy=rates, delay_error_ms=delay, seconds_per_test=seconds,
                        host_before=asdict(before), host_after=asdict(after))

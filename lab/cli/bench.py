@@ -7,7 +7,7 @@ import typer
 
 from lab import config, lab, terminal
 from lab.bench import link as link_bench
-from lab.bench.host import HostTiming
+from lab.bench.host import MAX_STEAL_PCT, HostTiming
 from lab.errors import UsageError
 
 
@@ -16,18 +16,25 @@ def register(app: typer.Typer) -> None:
     def bench(
         what: Annotated[str, typer.Argument(help="What to benchmark: link.")] = "link",
         seconds: Annotated[float, typer.Option(help="Duration of each measurement.")] = 5.0,
+        rounds: Annotated[int, typer.Option(help="Kernel-vs-linkem forwarding pairs (alternating order).")] = 3,
     ) -> None:
         """Benchmark the link emulator (results/bench/; see docs/benchmarks.md)."""
         if what != "link":
             raise UsageError(f"unknown benchmark {what!r}: allowed is link")
         if not 1 <= seconds <= 120:
             raise UsageError(f"invalid --seconds {seconds:g}: allowed is 1..120")
+        if not 1 <= rounds <= 20:
+            raise UsageError(f"invalid --rounds {rounds}: allowed is 1..20")
         lab.require_up()
         with terminal.status("benchmarking the link (kernel vs linkem, rate accuracy, delay under load)"):
-            r = link_bench.run(seconds)
-        rows = [["unshaped forwarding, kernel only", f"{r.kernel_gbps:.2f} Gbit/s"],
-                ["unshaped forwarding, through linkem", f"{r.linkem_gbps:.2f} Gbit/s"],
-                ["linkem / kernel", f"{r.linkem_vs_kernel:.2f}"]]
+            r = link_bench.run(seconds, rounds)
+        rows = [[f"forwarding pair {i + 1}: kernel / linkem Gbit/s (ratio, CPU steal)",
+                 f"{p['kernel_gbps']:.2f} / {p['linkem_gbps']:.2f} ({p['ratio']:.2f}, {p['steal_pct']:.0f} %)"]
+                for i, p in enumerate(r.capacity_pairs)]
+        used = f"median of {r.capacity_pairs_used} of {len(r.capacity_pairs)} pairs"
+        rows += [[f"unshaped forwarding, kernel only ({used})", f"{r.kernel_gbps:.2f} Gbit/s"],
+                 [f"unshaped forwarding, through linkem ({used})", f"{r.linkem_gbps:.2f} Gbit/s"],
+                 [f"linkem / kernel ({used})", f"{r.linkem_vs_kernel:.2f}"]]
         for name, a in r.rate_accuracy.items():
             rows.append([f"rate {name}: TCP goodput / configured", f"{a['goodput_ratio']:.3f}"])
             rows.append([f"rate {name}: IP wire rate / configured", f"{a['wire_ratio']:.3f}"])
@@ -38,6 +45,9 @@ def register(app: typer.Typer) -> None:
             rows.append([f"host {when}: 1 ms timer lateness p90 / CPU steal",
                          f"{h['late_p90_ms']:.2f} ms / {h['steal_pct']:.0f} %"])
         terminal.table("link emulator benchmark", ["measure", "value"], rows, right=["value"])
+        if all(p["steal_pct"] > MAX_STEAL_PCT for p in r.capacity_pairs):
+            terminal.warning(f"the hypervisor took over {MAX_STEAL_PCT:.0f} % of the CPU during every forwarding pair: "
+                             "the capacity figures show the host as much as the emulator")
         if not all(HostTiming(**h).precise for h in (r.host_before, r.host_after)):
             terminal.warning("this host's timers were late (hypervisor CPU steal): the figures above show the host, "
                              "not the emulator; run the benchmark again when the host is quiet")

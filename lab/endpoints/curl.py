@@ -55,7 +55,12 @@ def parse_fetch_json(stdout: str) -> ClientReport:
         handshake_s=_positive(w.get("time_appconnect")),
         ttfb_s=_positive(w.get("time_starttransfer")),
         total_s=_positive(w.get("time_total")),
+        udp_rcvbuf_drops=_count(doc.get("udp_rcvbuf_errors")),
     )
+
+
+def _count(v: object) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
 def _positive(v: object) -> float | None:

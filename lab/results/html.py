@@ -22,6 +22,7 @@ from lab.results.summary import (
     header_items,
     implementations_table,
     ratio_table,
+    receiver_drops_note,
     self_check_table,
     stats_table,
 )
@@ -31,6 +32,7 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
        margin: 0 auto; max-width: 1200px; padding: 1.5em 2em 4em; background: #fff; }
 h1 { font-size: 1.6em; margin-bottom: .2em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #d8dee4; }
 p.note { color: #57606a; margin: .3em 0 .8em; }
+p.warn { color: #9a6700; font-weight: 600; margin: .3em 0 .8em; }
 table { border-collapse: collapse; margin: .5em 0 1em; font-variant-numeric: tabular-nums; }
 th, td { border: 1px solid #d0d7de; padding: .25em .6em; text-align: left; vertical-align: top; }
 th { background: #f3f5f7; } tr:nth-child(even) td { background: #fafbfc; }
@@ -105,6 +107,7 @@ def report_html(records: Sequence[RunRecord], manifest: dict[str, Any], plot_dir
         "<h2>Sweep</h2>", _manifest_section(records, manifest),
         "<h2>Transfer time and goodput per method</h2>", f'<p class="note">{escape(CI_NOTE)}</p>',
         html_table(stats_table(summarize(records))) if records else "<p>No runs.</p>",
+        f'<p class="warn">{escape(drops)}</p>' if (drops := receiver_drops_note(records)) else "",
         "<h2>HTTP/3 vs TCP</h2>", f'<p class="note">{escape(RATIO_NOTE)}</p>',
         html_table(ratio_table(rat)) if rat else "<p>No HTTP/3 and TCP runs to compare.</p>",
         "<h2>Plots</h2>",

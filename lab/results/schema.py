@@ -55,6 +55,8 @@ class RunRecord:
     # evidence (--capture): empty unless asked for
     pcap_goodput_bps: float | None = None  # size over first..last server data packet in the client-side pcap
     evidence: str = ""      # space-separated paths of the run's captures, relative to the sweep folder
+    # datagrams the client's own full UDP receive buffers dropped during the run (an endpoint limit, not the link)
+    client_rcvbuf_drops: int | None = None
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecord))

@@ -174,6 +174,19 @@ def md_table(table: Table) -> str:
     return "\n".join(lines)
 
 
+def receiver_drops_note(records: Sequence[RunRecord]) -> str:
+    """One sentence when ok runs lost datagrams in the client's own UDP receive buffers (losses the link did not
+    make, e.g. the host's net.core.rmem_default too small for a client that does not size its socket), else ""."""
+    hit = [r for r in records if r.status == "ok" and r.client_rcvbuf_drops]
+    if not hit:
+        return ""
+    ok = sum(1 for r in records if r.status == "ok")
+    return (f"Receiver-side drops: {len(hit)} of {ok} ok runs lost datagrams in the client's own UDP receive "
+            f"buffer ({sum(r.client_rcvbuf_drops or 0 for r in hit)} in all; column client_rcvbuf_drops): "
+            "losses the endpoint made, not the link. Raise net.core.rmem_default on the host (scripts/setup.sh "
+            "sets 8 MB) or compare with care.")
+
+
 def summary_markdown(records: Sequence[RunRecord], manifest: dict[str, Any]) -> str:
     items = header_items(records, manifest)
     name = items[0][1]
@@ -184,6 +197,9 @@ def summary_markdown(records: Sequence[RunRecord], manifest: dict[str, Any]) -> 
         parts += ["", "## Implementations", "", md_table(impls)]
     parts += ["", "## Transfer time and goodput per method", "", CI_NOTE, "",
               md_table(stats_table(summarize(records))) if records else "No runs.", ""]
+    drops = receiver_drops_note(records)
+    if drops:
+        parts += [f"**{drops}**", ""]
     rat = ratios(records)
     parts += ["## HTTP/3 vs TCP", "", RATIO_NOTE, "",
               md_table(ratio_table(rat)) if rat else "No HTTP/3 and TCP runs to compare.", ""]

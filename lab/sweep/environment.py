@@ -9,6 +9,7 @@ import re
 import socket
 import statistics
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from python_on_whales.exceptions import DockerException
@@ -81,8 +82,20 @@ def implementations(names: list[str], chosen: dict[str, str] | None = None) -> d
     return out
 
 
+def _sysctl(name: str) -> int | None:
+    try:
+        return int(Path("/proc/sys", *name.split(".")).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+#: Host-wide (not per network namespace) UDP buffer sizes: QUIC endpoints' socket buffers depend on them.
+UDP_BUFFER_SYSCTLS = ("net.core.rmem_default", "net.core.rmem_max", "net.core.wmem_default", "net.core.wmem_max")
+
+
 def host() -> dict[str, Any]:
-    return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "platform": platform.platform()}
+    return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "platform": platform.platform(),
+            "sysctls": {k: _sysctl(k) for k in UDP_BUFFER_SYSCTLS}}
 
 
 def git() -> dict[str, Any]:

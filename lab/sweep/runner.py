@@ -111,6 +111,7 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
     rec.sha256_ok = bool(result.sha256) and result.sha256 == result.sha256_expected
     rec.handshake_s, rec.ttfb_s, rec.total_s = result.handshake_s, result.ttfb_s, result.total_s
     rec.goodput_bps = result.goodput_bps
+    rec.client_rcvbuf_drops = result.client_rcvbuf_drops
     rec.overhead_s = rec.wall_s - result.total_s if result.total_s else None
     if before and after:
         rec.wire_down_bytes, rec.wire_up_bytes = after[0] - before[0], after[1] - before[1]

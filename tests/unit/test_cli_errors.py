@@ -18,6 +18,8 @@ def quiclab(*args: str) -> subprocess.CompletedProcess[str]:
     (["run", "--server", "apache"], "'apache'"),
     (["run", "--timeout", "0"], "--timeout"),
     (["run", "--bogus"], "--bogus"),
+    (["bench", "link", "--rounds", "0"], "--rounds 0"),
+    (["bench", "disk"], "'disk'"),
 ])
 def test_bad_input_exits_2_with_one_line(args, needle):
     r = quiclab(*args)

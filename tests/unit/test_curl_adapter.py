@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from lab.endpoints.curl import CurlClient
 from lab.models import TransferRequest
 from lab.protocols import Protocol
@@ -35,6 +37,14 @@ def test_parse_success():
     r = CurlClient().parse("noise\n" + json.dumps({"exit": 0, "sha256": "ab" * 32, "curl": w}))
     assert (r.exit_code, r.http_version, r.bytes, r.sha256) == (0, "3", 1000, "ab" * 32)
     assert (r.handshake_s, r.ttfb_s, r.total_s) == (0.01, 0.02, 0.05)
+    assert r.udp_rcvbuf_drops is None  # an older wrapper (or another client) that does not report it
+
+
+@pytest.mark.parametrize(("value", "expected"), [(0, 0), (37, 37), (-1, None), ("5", None), (True, None)])
+def test_parse_receiver_drops(value, expected):
+    w = {"http_version": "3", "size_download": 10, "time_total": 0.05}
+    r = CurlClient().parse(json.dumps({"exit": 0, "sha256": "", "curl": w, "udp_rcvbuf_errors": value}))
+    assert r.udp_rcvbuf_drops == expected
 
 
 def test_parse_failure_keeps_the_message():

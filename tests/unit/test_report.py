@@ -3,6 +3,7 @@ stated, a self-contained HTML page, comparisons of two sweeps."""
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -166,3 +167,18 @@ def test_cli_report_and_compare(tmp_path):
     assert sorted(p.name for p in b.iterdir()) == before  # compare writes nothing
     r = CliRunner().invoke(_cli(), ["report", str(tmp_path / "nowhere")])
     assert isinstance(r.exception, UsageError) and "nowhere" in str(r.exception)
+
+
+def test_receiver_side_drops_are_called_out():
+    from lab.results.html import report_html
+    from lab.results.summary import receiver_drops_note, summary_markdown
+
+    clean = [make_record(repeat=i) for i in range(3)]
+    assert receiver_drops_note(clean) == ""
+    assert "Receiver-side drops" not in summary_markdown(clean, {})
+    hit = [*clean, make_record(repeat=3), make_record(repeat=4, status="failed")]
+    hit[3].client_rcvbuf_drops, hit[4].client_rcvbuf_drops = 120, 9  # the failed run does not count
+    note = receiver_drops_note(hit)
+    assert "1 of 4 ok runs" in note and "120 in all" in note
+    assert note in summary_markdown(hit, {})
+    assert "Receiver-side drops: 1 of 4" in report_html(hit, {}, Path("/nonexistent"))

@@ -1,0 +1,21 @@
+"""The link benchmark's pure logic: how side-by-side forwarding pairs are summarized."""
+
+from lab.bench.link import CapacityPair, summarize_capacity
+
+
+def test_disturbed_pairs_are_set_aside():
+    pairs = [CapacityPair(2.0, 1.0, steal_pct=1), CapacityPair(1.0, 0.2, steal_pct=30),
+             CapacityPair(1.8, 1.2, steal_pct=5)]
+    kernel, through, ratio, used = summarize_capacity(pairs)
+    assert used == 2
+    assert (kernel, through) == (1.9, 1.1)
+    assert ratio == (0.5 + 1.2 / 1.8) / 2  # median of the per-pair ratios, not a ratio of medians
+
+
+def test_all_disturbed_uses_every_pair():
+    pairs = [CapacityPair(2.0, 1.0, steal_pct=20), CapacityPair(1.0, 0.3, steal_pct=30)]
+    assert summarize_capacity(pairs)[3] == 2
+
+
+def test_ratio_of_a_failed_kernel_run_is_zero():
+    assert CapacityPair(0.0, 1.0, steal_pct=0).ratio == 0.0
