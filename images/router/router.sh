@@ -104,7 +104,7 @@ start() {
     ip route replace default dev "$TUN_UP" table $TABLE_UP
     ip route replace default dev "$TUN_DOWN" table $TABLE_DOWN
     linkem run --tun-down "$TUN_DOWN" --tun-up "$TUN_UP" --downlink "$CLIENT_NET" --uplink "$SERVER_NET" \
-      --listen "$LINKEM_LISTEN" &
+      --listen "$LINKEM_LISTEN" --spin-us "${QUICLAB_LINKEM_SPIN_US:-200}" &
     linkem_pid=$!
     for _ in $(seq 1 50); do curl -fsS "http://127.0.0.1:${LINKEM_LISTEN##*:}/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
     path linkem

@@ -8,14 +8,16 @@ use thiserror::Error;
 
 pub const USAGE: &str = "\
 usage:
-  linkem run --tun NAME --downlink CIDR --uplink CIDR [--listen ADDR] [--config FILE]
-  linkem run --tun-down NAME --tun-up NAME --downlink CIDR --uplink CIDR [--listen ADDR] [--config FILE]
+  linkem run --tun NAME --downlink CIDR --uplink CIDR [--listen ADDR] [--config FILE] [--spin-us N]
+  linkem run --tun-down NAME --tun-up NAME --downlink CIDR --uplink CIDR [--listen ADDR] [--config FILE] [--spin-us N]
   linkem show [--addr ADDR]
   linkem set [--addr ADDR] FILE|-
   linkem check FILE|-
 --tun: one TUN device for both directions; --tun-down/--tun-up: one device (and thread) per direction,
 routed by arrival interface (packets toward the client into --tun-down, toward the server into --tun-up)
-defaults: --listen 0.0.0.0:9100, --addr 127.0.0.1:9100";
+--spin-us: poll instead of sleeping this long before each release time (precision costs CPU while
+packets are due back to back; 0 = always sleep)
+defaults: --listen 0.0.0.0:9100, --addr 127.0.0.1:9100, --spin-us 200";
 
 /// A failed command: `BadInput` exits 2, `Runtime` exits 1.
 #[derive(Debug, Error)]
@@ -114,6 +116,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
                     "--uplink",
                     "--listen",
                     "--config",
+                    "--spin-us",
                 ],
             )?;
             no_positionals(&pos)?;
@@ -137,6 +140,17 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
                 (None, _, _) => return Err(bad("run: --tun-down and --tun-up go together")),
                 (Some(_), _, _) => return Err(bad("run: use either --tun or --tun-down/--tun-up")),
             };
+            let spin_ns = match flag(&f, "--spin-us") {
+                None => crate::driver::DEFAULT_SPIN_NS,
+                Some(v) => match v.parse::<u64>() {
+                    Ok(us) if us <= 10_000 => us * 1_000,
+                    _ => {
+                        return Err(bad(format!(
+                            "--spin-us {v}: allowed is 0..10000 (microseconds)"
+                        )))
+                    }
+                },
+            };
             let config = match flag(&f, "--config") {
                 Some(file) => load_config(&file)?,
                 None => Config::default(),
@@ -148,6 +162,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
                 uplink: cidr("--uplink")?,
                 listen: flag(&f, "--listen").unwrap_or_else(|| "0.0.0.0:9100".into()),
                 config,
+                spin_ns,
             })))
         }
         "show" => {

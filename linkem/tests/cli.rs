@@ -23,6 +23,20 @@ fn parse_run() {
     assert_eq!(o.listen, "0.0.0.0:9100");
     assert_eq!(o.uplink.to_string(), "10.71.2.0/24");
     assert_eq!(o.tun_up, None);
+    assert_eq!(o.spin_ns, linkem::driver::DEFAULT_SPIN_NS);
+}
+
+#[test]
+fn parse_spin() {
+    let base = "run --tun t0 --downlink 10.71.1.0/24 --uplink 10.71.2.0/24";
+    assert_eq!(run_options(&format!("{base} --spin-us 0")).spin_ns, 0);
+    assert_eq!(run_options(&format!("{base} --spin-us 50")).spin_ns, 50_000);
+    for bad in ["-1", "x", "10001"] {
+        assert!(
+            parse(&args(&format!("{base} --spin-us {bad}"))).is_err(),
+            "{bad}"
+        );
+    }
 }
 
 #[test]
