@@ -61,11 +61,12 @@ def _bulk(protocol: Protocol, client: str, server: str, rate_mbit: int, seconds:
     return r.bytes * 8 / (r.total_s - (r.ttfb_s or 0.0))
 
 
-# (protocol, client, server, rates, floor): TCP, and "a QUIC transfer with a large enough window" - ngtcp2's
-# gtlsclient -> gtlsserver (cubic, 1444-byte packets after PMTUD: at most ~0.947 of the IP rate is stream data),
-# at every rate; nginx's HTTP/3 too. nginx sends 1200-byte QUIC packets (at most ~0.936 of the IP rate is
-# stream data) with NewReno, and at 100 Mbit/s measures 0.89-0.91 of the rate here with the host quiet: it is
-# held to 0.85 there (docs/benchmarks.md, "HTTP/3 bulk goodput at 100 Mbit/s").
+# (protocol, client, server, rate, floor): TCP, and "a QUIC transfer with a large enough window": ngtcp2's
+# gtlsclient -> gtlsserver (cubic, 16-24 MB windows; 1444-byte packets after PMTUD, so at most ~0.947 of the IP
+# rate is stream data), measured 0.93 of 100 Mbit/s here on a quiet host. nginx's HTTP/3 too: it sends 1200-byte
+# QUIC packets (at most ~0.936 of the IP rate is stream data) with NewReno and measured 0.90-0.92 of 100 Mbit/s,
+# too close to 0.90 for a check that must not flake: held to 0.85 there (docs/benchmarks.md, "Bulk goodput at
+# 100 Mbit/s, TCP and QUIC").
 BULK = [
     *[(Protocol.H1, "curl", "nginx", r, 0.90) for r in (5, 20, 100)],
     *[(Protocol.H3, "gtlsclient", "ngtcp2", r, 0.90) for r in (5, 20, 100)],
