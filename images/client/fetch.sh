@@ -10,6 +10,7 @@ drops0=$(rcvbuf_errors)
 wo=$(mktemp)
 sha=$(curl "$@" -o - -w "%output{$wo}%{json}" | sha256sum | cut -d' ' -f1)
 rc=$?
-drops=$(( $(rcvbuf_errors) - drops0 ))
+drops1=$(rcvbuf_errors)
+drops=null; [ -n "$drops0" ] && [ -n "$drops1" ] && drops=$((drops1 - drops0))
 out=$(cat "$wo"); rm -f "$wo"
-printf '{"exit":%d,"sha256":"%s","curl":%s,"udp_rcvbuf_errors":%d}\n' "$rc" "$sha" "${out:-null}" "$drops"
+printf '{"exit":%d,"sha256":"%s","curl":%s,"udp_rcvbuf_errors":%s}\n' "$rc" "$sha" "${out:-null}" "$drops"

@@ -28,7 +28,8 @@ timeout --kill-after=2 "${TIMEOUT:-60}" gtlsclient "${args[@]}" --download="$dir
   "$url" >/dev/null 2>"$err"
 rc=$?
 end=$(date +%s.%N)
-drops=$(( $(rcvbuf_errors) - drops0 ))
+drops1=$(rcvbuf_errors)
+drops=null; [ -n "$drops0" ] && [ -n "$drops1" ] && drops=$((drops1 - drops0))
 file=$dir/$(basename "$path")
 size=0; sha=""
 if [ -f "$file" ]; then
@@ -41,5 +42,5 @@ fi
 msg=$(tail -c 300 "$err" | tr -d '\000-\037"\\' )
 total=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.6f", b - a }')
 hv=""; [ "$rc" -eq 0 ] && [ -f "$file" ] && hv=3
-printf '{"exit":%d,"sha256":"%s","curl":{"http_version":"%s","size_download":%d,"time_total":%s,"errormsg":"%s"},"udp_rcvbuf_errors":%d}\n' \
+printf '{"exit":%d,"sha256":"%s","curl":{"http_version":"%s","size_download":%d,"time_total":%s,"errormsg":"%s"},"udp_rcvbuf_errors":%s}\n' \
   "$rc" "$sha" "$hv" "$size" "$total" "$msg" "$drops"

@@ -80,6 +80,10 @@ def register(app: typer.Typer) -> None:
                 for problem in ev.problems:
                     terminal.warning(f"{p.label}: {problem}")
             results.append(result)
+            if result.client_rcvbuf_drops:
+                terminal.warning(f"{p.label}: the client's own UDP receive buffer dropped {result.client_rcvbuf_drops} "
+                                 "datagrams (losses the link did not make; raise net.core.rmem_default on the host, "
+                                 "docs/link.md)")
             if json_out:
                 terminal.raw(results[-1].model_dump_json())
         if not json_out:

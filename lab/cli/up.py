@@ -5,6 +5,7 @@ from typing import Annotated
 import typer
 
 from lab import lab, terminal
+from lab.sweep import environment
 
 
 def register(app: typer.Typer) -> None:
@@ -14,3 +15,5 @@ def register(app: typer.Typer) -> None:
         lab.up(build_images=build)
         terminal.success("lab is up: client 10.71.1.10 ⇄ router ⇄ servers 10.71.2.10 (nginx), .11 (ngtcp2), "
                          ".12 (caddy)")
+        for problem in environment.udp_buffer_problems():
+            terminal.warning(problem)

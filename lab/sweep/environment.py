@@ -93,6 +93,21 @@ def _sysctl(name: str) -> int | None:
 UDP_BUFFER_SYSCTLS = ("net.core.rmem_default", "net.core.rmem_max", "net.core.wmem_default", "net.core.wmem_max")
 
 
+#: What scripts/setup.sh sets (docs/link.md, "What the host must provide").
+UDP_BUFFER_MINIMUM = {"net.core.rmem_default": 8 << 20, "net.core.rmem_max": 16 << 20, "net.core.wmem_max": 16 << 20}
+
+
+def udp_buffer_problems() -> list[str]:
+    """One line per host UDP buffer setting below what QUIC at lab rates needs (empty when all are fine)."""
+    out = []
+    for name, want in UDP_BUFFER_MINIMUM.items():
+        have = _sysctl(name)
+        if have is not None and have < want:
+            out.append(f"{name} is {have} (< {want}): QUIC endpoints may drop datagrams in their own sockets or be "
+                       f"capped; as root: sysctl -w {name}={want} (scripts/setup.sh does it)")
+    return out
+
+
 def host() -> dict[str, Any]:
     return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "platform": platform.platform(),
             "sysctls": {k: _sysctl(k) for k in UDP_BUFFER_SYSCTLS}}
