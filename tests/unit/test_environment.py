@@ -8,7 +8,8 @@ def test_small_udp_buffers_are_named(monkeypatch):
     monkeypatch.setattr(environment, "_sysctl", values.get)
     problems = environment.udp_buffer_problems()
     assert len(problems) == 1  # rmem_max is fine; an unreadable setting is not reported as a problem
-    assert problems[0].startswith("net.core.rmem_default is 212992") and "sysctl -w net.core.rmem_default=" in problems[0]
+    assert problems[0].startswith("net.core.rmem_default is 212992")
+    assert "sysctl -w net.core.rmem_default=" in problems[0]
 
 
 def test_enough_udp_buffers_are_quiet(monkeypatch):
