@@ -4,13 +4,11 @@
 # "udp_rcvbuf_errors": datagrams this network namespace dropped because a UDP socket's receive buffer was full,
 # during the transfer (UdpRcvbufErrors in /proc/net/snmp; the client container runs one transfer at a time)}.
 set -o pipefail
-rcvbuf_errors() { awk '/^Udp:/ { if (!h) { for (i = 2; i <= NF; i++) if ($i == "RcvbufErrors") c = i; h = 1 }
-                                 else { print $c + 0; exit } }' /proc/net/snmp; }
-drops0=$(rcvbuf_errors)
+drops0=$(quiclab-rcvbuf-errors)
 wo=$(mktemp)
 sha=$(curl "$@" -o - -w "%output{$wo}%{json}" | sha256sum | cut -d' ' -f1)
 rc=$?
-drops1=$(rcvbuf_errors)
+drops1=$(quiclab-rcvbuf-errors)
 drops=null; [ -n "$drops0" ] && [ -n "$drops1" ] && drops=$((drops1 - drops0))
 out=$(cat "$wo"); rm -f "$wo"
 printf '{"exit":%d,"sha256":"%s","curl":%s,"udp_rcvbuf_errors":%s}\n' "$rc" "$sha" "${out:-null}" "$drops"

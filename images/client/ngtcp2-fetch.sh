@@ -10,8 +10,6 @@
 # "udp_rcvbuf_errors": datagrams dropped by a full UDP receive buffer in this network namespace during the
 # transfer (as quiclab-fetch reports it).
 set -uo pipefail
-rcvbuf_errors() { awk '/^Udp:/ { if (!h) { for (i = 2; i <= NF; i++) if ($i == "RcvbufErrors") c = i; h = 1 }
-                                 else { print $c + 0; exit } }' /proc/net/snmp; }
 [ "${PROTOCOL:-h3}" = h3 ] || { echo "gtlsclient speaks HTTP/3 only, not ${PROTOCOL}" >&2; exit 127; }
 url=${URL:?URL is not set}
 rest=${url#https://}; authority=${rest%%/*}; path=/${rest#*/}
@@ -22,13 +20,13 @@ args=(--quiet --exit-on-first-stream-close --timeout="${TIMEOUT:-60}s" --handsha
 [ -n "${QLOGDIR:-}" ] && { mkdir -p "$QLOGDIR"; args+=("--qlog-dir=$QLOGDIR"); }
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 err=$dir/.stderr
-drops0=$(rcvbuf_errors)
+drops0=$(quiclab-rcvbuf-errors)
 start=$(date +%s.%N)
 timeout --kill-after=2 "${TIMEOUT:-60}" gtlsclient "${args[@]}" --download="$dir" "${HOST_ADDR:-$host}" "$port" \
   "$url" >/dev/null 2>"$err"
 rc=$?
 end=$(date +%s.%N)
-drops1=$(rcvbuf_errors)
+drops1=$(quiclab-rcvbuf-errors)
 drops=null; [ -n "$drops0" ] && [ -n "$drops1" ] && drops=$((drops1 - drops0))
 file=$dir/$(basename "$path")
 size=0; sha=""
