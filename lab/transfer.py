@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from python_on_whales.exceptions import DockerException
@@ -74,3 +75,15 @@ def failure_reason(request: TransferRequest, report: ClientReport, expected_sha:
     if report.sha256 != expected_sha:
         return f"SHA-256 mismatch: got {report.sha256[:16]}…, the object's is {expected_sha[:16]}…"
     return ""
+
+
+def stop_clients() -> None:
+    """After Ctrl-C: no transfer left running in a client container (each client's registered processes)."""
+    from lab import docker
+
+    reg = registry()
+    for name in reg.names("client"):
+        impl = reg.client(name)
+        for pattern in impl.processes:
+            with contextlib.suppress(DockerException):
+                docker.exec_in(impl.container, ["pkill", "-f", pattern])

@@ -29,7 +29,13 @@ for module in (up, down, status, dashboard, run, shape, sweep, presets, report, 
 
 def main(argv: list[str] | None = None) -> None:
     try:
-        app(args=argv, standalone_mode=False)
+        # Outside standalone mode typer *returns* an exit code instead of exiting: 130 when a Ctrl-C escaped the
+        # command (it turns KeyboardInterrupt into Exit(130)). A command's own return value is None.
+        code = app(args=argv, standalone_mode=False)
+        if isinstance(code, int) and code:
+            if code == 130:
+                terminal.error("interrupted")
+            sys.exit(code)
     except QuiclabError as e:
         terminal.error(str(e))
         sys.exit(e.exit_code)

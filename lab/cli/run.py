@@ -15,7 +15,7 @@ from lab.evidence.goodput import pcap_goodput
 from lab.models import TransferResult
 from lab.protocols import parse_protocol
 from lab.sizes import format_size, parse_size
-from lab.transfer import run_transfer
+from lab.transfer import run_transfer, stop_clients
 
 
 def _ms(v: float | None) -> str:
@@ -69,11 +69,15 @@ def register(app: typer.Typer) -> None:
         root = config.ROOT / "results" / "runs" / f"{stamp}-{adapter.name}-{server}"
         results = []
         for p in protocols:
-            with terminal.status(f"{p.label} {format_size(nbytes)} with {adapter.name} → {server}"), \
-                    collecting(kinds, root, root / p.value, adapter.name, adapter.container,
-                               check_server(server)) as ev:
-                result = run_transfer(adapter, server, p, nbytes, timeout_s, cc=cc, env=ev.client_env,
-                                      port=ev.server_port)
+            try:
+                with terminal.status(f"{p.label} {format_size(nbytes)} with {adapter.name} → {server}"), \
+                        collecting(kinds, root, root / p.value, adapter.name, adapter.container,
+                                   check_server(server)) as ev:
+                    result = run_transfer(adapter, server, p, nbytes, timeout_s, cc=cc, env=ev.client_env,
+                                          port=ev.server_port)
+            except KeyboardInterrupt:
+                stop_clients()  # the transfer must not go on in the client container; the link stays as it is
+                raise
             if kinds:
                 result.evidence = [str(root / f) for f in ev.relative()]
                 result.pcap_goodput_bps = pcap_goodput(ev, server, p, nbytes) if result.ok else None

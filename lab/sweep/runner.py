@@ -7,14 +7,13 @@ import contextlib
 import datetime as dt
 import json
 import re
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from python_on_whales.exceptions import DockerException
-
-from lab import docker
 from lab.endpoints import get_client
 from lab.endpoints.registry import registry
 from lab.errors import QuiclabError
@@ -26,7 +25,7 @@ from lab.protocols import Protocol
 from lab.results.schema import RunRecord
 from lab.sweep.plan import PlannedRun
 from lab.sweep.store import RunLog
-from lab.transfer import run_transfer
+from lab.transfer import run_transfer, stop_clients
 
 CURL_TIMEOUT_EXIT = 28
 _BYTES = re.compile(r'^quiclab_link_bytes_total\{direction="(downlink|uplink)",protocol="[a-z]+"\} (\d+)$', re.M)
@@ -135,28 +134,46 @@ def interrupted(run: PlannedRun, ctx: Context) -> RunRecord:
 
 
 def stop_everything() -> None:
-    """After Ctrl-C: no transfer left running in the client, the link back to unimpaired."""
-    reg = registry()
-    for name in reg.names("client"):
-        impl = reg.client(name)
-        for pattern in impl.processes:
-            with contextlib.suppress(DockerException):
-                docker.exec_in(impl.container, ["pkill", "-f", pattern])
+    """After Ctrl-C in a sweep: no transfer left running, the link back to unimpaired."""
+    stop_clients()
     with contextlib.suppress(QuiclabError):
         shaper.apply(Link())
 
 
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) until the block is done, then raise it: a record is never half written or written
+    without being counted. Outside the main thread (where signals cannot be handled) the block just runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
 def run_all(runs: list[PlannedRun], ctx: Context, log: RunLog,
             on_done: Callable[[RunRecord], None]) -> bool:
-    """Run every planned run in order; returns False if interrupted (the current run is recorded as such)."""
+    """Run every planned run in order; returns False if interrupted (a run cut short is recorded as such; a
+    Ctrl-C while a finished run is being recorded lets that record complete and starts no further run)."""
     for run in runs:
         try:
             rec = execute(run, ctx)
         except KeyboardInterrupt:
-            rec = interrupted(run, ctx)
-            log.append(rec)
-            on_done(rec)
+            with deferred_interrupt():
+                rec = interrupted(run, ctx)
+                log.append(rec)
+                on_done(rec)
             return False
-        log.append(rec)
-        on_done(rec)
+        try:
+            with deferred_interrupt():
+                log.append(rec)
+                on_done(rec)
+        except KeyboardInterrupt:
+            return False
     return True

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from python_on_whales.exceptions import DockerException
 
 from lab import config, docker
 from lab.endpoints import get_client
-from lab.link import router
+from lab.link import router, shaper
+from lab.link.spec import parse_link
 from lab.protocols import Protocol
 from lab.transfer import run_transfer
 
@@ -36,6 +39,30 @@ def test_cli_h3_10MB_json(clean_link):
     doc = json.loads(p.stdout.strip())
     assert doc["http_version"] == "3" and doc["bytes"] == 10_000_000
     assert doc["sha256"] == doc["sha256_expected"] and len(doc["sha256"]) == 64
+
+
+def test_ctrl_c_stops_the_transfer_and_says_so(clean_link):
+    shaper.apply(parse_link({"rate": "5mbit"}))  # 20 MB take 32 s: the transfer is surely running when interrupted
+    p = subprocess.Popen([sys.executable, "-m", "lab", "run", "--protocol", "h3", "--size", "20MB"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _client_runs("curl"):
+            time.sleep(0.2)
+        assert _client_runs("curl"), "the transfer never started"
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert p.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "error: interrupted", err
+    assert not _client_runs("curl"), "the transfer went on in the client container after Ctrl-C"
+    assert "5 Mbit/s" in subprocess.run([sys.executable, "-m", "lab", "shape", "--show"], capture_output=True,
+                                        text=True, timeout=60).stdout  # the link the user set is left alone
+
+
+def _client_runs(process: str) -> bool:
+    return bool(docker.exec_in(config.CLIENT_CONTAINER, ["sh", "-c", f"pgrep -x {process} || true"]).strip())
 
 
 def test_any_size_is_served_and_verified(clean_link):
