@@ -10,7 +10,6 @@ from typing import Any
 
 from lab.errors import UsageError
 from lab.results.html import report_html
-from lab.results.plots import make_plots
 from lab.results.schema import RunRecord, read_runs
 from lab.results.stats import GroupStats, method_label, summarize
 from lab.results.summary import NA, Table, header_items, md_table, sig3, summary_markdown
@@ -58,6 +57,8 @@ def build_report(folder: Path) -> list[Path]:
     records, manifest = load_sweep(folder)
     summary = folder / SUMMARY
     write_atomic(summary, summary_markdown(records, manifest))
+    from lab.results.plots import make_plots  # matplotlib takes ~2 s to import: only when a report is built
+
     plots = make_plots(records, manifest, folder / PLOTS)
     html = folder / HTML
     write_atomic(html, report_html(records, manifest, folder / PLOTS))
