@@ -31,12 +31,6 @@ fn parse_spin() {
     let base = "run --tun t0 --downlink 10.71.1.0/24 --uplink 10.71.2.0/24";
     assert_eq!(run_options(&format!("{base} --spin-us 0")).spin_ns, 0);
     assert_eq!(run_options(&format!("{base} --spin-us 50")).spin_ns, 50_000);
-    for bad in ["-1", "x", "10001"] {
-        assert!(
-            parse(&args(&format!("{base} --spin-us {bad}"))).is_err(),
-            "{bad}"
-        );
-    }
 }
 
 #[test]
@@ -46,16 +40,6 @@ fn parse_run_two_tuns() {
     );
     assert_eq!(o.tun, "tdown");
     assert_eq!(o.tun_up.as_deref(), Some("tup"));
-    for a in [
-        "run --tun t0 --tun-up tup --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
-        "run --tun-down tdown --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
-        "run --tun-up tup --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
-        "run --tun-down t --tun-up t --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
-        "run --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
-    ] {
-        let e = parse(&args(a)).unwrap_err();
-        assert_eq!(e.exit_code(), 2, "{a}");
-    }
 }
 
 #[test]
@@ -65,6 +49,14 @@ fn parse_errors_are_bad_input() {
         "run --tun tun0 --downlink 10.71.1.0/24",
         "run --tun tun0 --downlink x --uplink 10.0.0.0/8",
         "run --bogus 1",
+        "run --tun t0 --tun-up tup --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
+        "run --tun-down tdown --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
+        "run --tun-up tup --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
+        "run --tun-down t --tun-up t --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
+        "run --downlink 10.71.1.0/24 --uplink 10.71.2.0/24",
+        "run --tun t0 --downlink 10.71.1.0/24 --uplink 10.71.2.0/24 --spin-us -1",
+        "run --tun t0 --downlink 10.71.1.0/24 --uplink 10.71.2.0/24 --spin-us x",
+        "run --tun t0 --downlink 10.71.1.0/24 --uplink 10.71.2.0/24 --spin-us 10001",
         "set",
         "check a b",
         "frobnicate",
