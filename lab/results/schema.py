@@ -57,6 +57,8 @@ class RunRecord:
     evidence: str = ""      # space-separated paths of the run's captures, relative to the sweep folder
     # datagrams the client's own full UDP receive buffers dropped during the run (an endpoint limit, not the link)
     client_rcvbuf_drops: int | None = None
+    # the transfer's timeout in force (s): a run that timed out or failed is right-censored here in the statistics
+    timeout_s: float | None = None
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecord))
