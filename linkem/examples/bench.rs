@@ -2,7 +2,7 @@
 //! Pushes 1500-byte packets through a `Link` in virtual time (no I/O) and
 //! reports packets per second of CPU time.
 
-use linkem::link::{Link, LinkVerdict};
+use linkem::link::Link;
 use linkem::{Config, Time};
 use std::time::Instant;
 
@@ -28,7 +28,8 @@ fn bench(name: &str, json: &str) {
         let mut b = pool.pop().unwrap_or_default();
         b.clear();
         b.extend_from_slice(&pkt);
-        if let LinkVerdict::Dropped(_, linkem::Verdict::Dropped(_, b)) = link.push(b, now) {
+        link.push(b, now);
+        while let Some((_, _, b)) = link.pop_drop() {
             pool.push(b);
         }
         while let Some(p) = link.poll(now) {
@@ -50,5 +51,9 @@ fn main() {
         "1 Gbit/s + 20 ms delay + 1 ms jitter + 1% loss",
         r#"{"downlink": {"rate_bps": 1000000000, "delay_us": 20000, "jitter_us": 1000,
             "loss": {"model": "bernoulli", "p": 0.01}}}"#,
+    );
+    bench(
+        "1 Gbit/s + fq_codel + 20 ms delay",
+        r#"{"downlink": {"rate_bps": 1000000000, "delay_us": 20000, "qdisc": {"kind": "fq_codel"}}}"#,
     );
 }

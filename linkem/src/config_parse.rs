@@ -6,16 +6,28 @@ use crate::config::{Config, ConfigError, DirectionConfig};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-const TOP_FIELDS: &[&str] = &["seed", "downlink", "uplink"];
+const TOP_FIELDS: &[&str] = &["seed", "keep_state", "downlink", "uplink"];
 const DIR_FIELDS: &[&str] = &[
     "rate_bps",
     "delay_us",
+    "path_delay_us",
     "jitter_us",
     "jitter_dist",
+    "jitter_interval_us",
     "reorder",
+    "reorder_prob",
+    "reorder_gap",
     "loss",
+    "loss_after",
+    "loss_ecn",
+    "duplicate",
+    "corrupt",
     "queue_limit_packets",
     "queue_limit_bytes",
+    "qdisc",
+    "overhead_bytes",
+    "mpu_bytes",
+    "slot",
     "outages",
     "rate_schedule",
     "trace_ms",
@@ -35,6 +47,9 @@ impl Config {
         let mut c = Config::default();
         if let Some(s) = get(obj, "seed", "seed")? {
             c.seed = s;
+        }
+        if let Some(k) = get(obj, "keep_state", "keep_state")? {
+            c.keep_state = k;
         }
         if let Some(d) = obj.get("downlink").filter(|v| !v.is_null()) {
             c.downlink = parse_direction(d, "downlink")?;
@@ -97,31 +112,49 @@ fn get<T: DeserializeOwned>(
 fn parse_direction(v: &Value, dir: &str) -> Result<DirectionConfig, ConfigError> {
     let obj = as_object(v, dir)?;
     check_fields(obj, &format!("{dir}."), DIR_FIELDS)?;
-    let p = |k: &str| format!("{dir}.{k}");
-    let mut d = DirectionConfig {
-        rate_bps: get(obj, "rate_bps", &p("rate_bps"))?,
-        queue_limit_packets: get(obj, "queue_limit_packets", &p("queue_limit_packets"))?,
-        queue_limit_bytes: get(obj, "queue_limit_bytes", &p("queue_limit_bytes"))?,
-        outages: get(obj, "outages", &p("outages"))?,
-        rate_schedule: get(obj, "rate_schedule", &p("rate_schedule"))?,
-        trace_ms: get(obj, "trace_ms", &p("trace_ms"))?,
-        ..DirectionConfig::default()
-    };
-    if let Some(x) = get(obj, "delay_us", &p("delay_us"))? {
-        d.delay_us = x;
+    let mut d = DirectionConfig::default();
+    // A missing or null field keeps its default.
+    macro_rules! field {
+        ($name:ident) => {
+            if let Some(x) = get(
+                obj,
+                stringify!($name),
+                &format!("{dir}.{}", stringify!($name)),
+            )? {
+                d.$name = x;
+            }
+        };
+        (option $name:ident) => {
+            d.$name = get(
+                obj,
+                stringify!($name),
+                &format!("{dir}.{}", stringify!($name)),
+            )?;
+        };
     }
-    if let Some(x) = get(obj, "jitter_us", &p("jitter_us"))? {
-        d.jitter_us = x;
-    }
-    if let Some(x) = get(obj, "jitter_dist", &p("jitter_dist"))? {
-        d.jitter_dist = x;
-    }
-    if let Some(x) = get(obj, "reorder", &p("reorder"))? {
-        d.reorder = x;
-    }
-    if let Some(x) = get(obj, "loss", &p("loss"))? {
-        d.loss = x;
-    }
+    field!(option rate_bps);
+    field!(delay_us);
+    field!(path_delay_us);
+    field!(jitter_us);
+    field!(jitter_dist);
+    field!(option jitter_interval_us);
+    field!(reorder);
+    field!(reorder_prob);
+    field!(reorder_gap);
+    field!(loss);
+    field!(loss_after);
+    field!(loss_ecn);
+    field!(duplicate);
+    field!(corrupt);
+    field!(option queue_limit_packets);
+    field!(option queue_limit_bytes);
+    field!(qdisc);
+    field!(overhead_bytes);
+    field!(mpu_bytes);
+    field!(option slot);
+    field!(option outages);
+    field!(option rate_schedule);
+    field!(option trace_ms);
     Ok(d)
 }
 
@@ -240,8 +273,54 @@ mod tests {
     fn default_queue() {
         use crate::config::default_queue_limit_bytes;
         assert_eq!(default_queue_limit_bytes(1_000_000, 0), 64 * 1024);
-        // 100 Mbit/s, 25 ms one-way: 12.5 MB/s * 50 ms.
-        assert_eq!(default_queue_limit_bytes(100_000_000, 25_000), 625_000);
+        // 100 Mbit/s, 50 ms RTT: 12.5 MB/s * 50 ms.
+        assert_eq!(default_queue_limit_bytes(100_000_000, 50_000), 625_000);
         assert_eq!(default_queue_limit_bytes(1_000_000_000, 0), 1_250_000);
+        // Each direction is sized from the whole path's RTT, not from its own delay.
+        let c = Config::from_json(
+            r#"{"downlink": {"rate_bps": 100000000, "delay_us": 40000},
+                "uplink": {"rate_bps": 100000000, "delay_us": 10000}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.queue_limits(&c.downlink), (None, Some(625_000)));
+        assert_eq!(c.queue_limits(&c.uplink), (None, Some(625_000)));
+    }
+
+    #[test]
+    fn new_fields_parse_and_round_trip() {
+        let c = Config::from_json(
+            r#"{"keep_state": true, "downlink": {"qdisc": {"kind": "fq_codel", "target_us": 3000},
+                "slot": {"delay_us": 800, "jitter_us": 200, "packets": 4},
+                "duplicate": 0.01, "corrupt": 0.02, "reorder_prob": 0.25, "reorder_gap": 5, "delay_us": 1000,
+                "loss_after": {"model": "bernoulli", "p": 0.1}, "loss_ecn": true,
+                "overhead_bytes": -4, "mpu_bytes": 64, "path_delay_us": 120, "jitter_interval_us": 2000}}"#,
+        )
+        .unwrap();
+        assert!(c.keep_state);
+        assert_eq!(
+            c.downlink.qdisc,
+            crate::config::QdiscConfig::FqCodel {
+                target_us: 3000,
+                interval_us: 100_000,
+                ecn: true,
+                flows: 1024,
+                quantum: 1500
+            }
+        );
+        assert_eq!(c.downlink.slot.as_ref().unwrap().packets, Some(4));
+        assert_eq!(c.downlink.wire_len(40), 64);
+        assert_eq!(c.downlink.wire_len(1500), 1496);
+        assert_eq!(c.downlink.added_delay_us(), 880);
+        assert_eq!(Config::from_json(&c.to_json()).unwrap(), c);
+        let e = err(r#"{"downlink": {"qdisc": {"kind": "red"}}}"#);
+        assert!(
+            e.starts_with("downlink.qdisc: unknown variant `red`"),
+            "{e}"
+        );
+        let e = err(r#"{"downlink": {"qdisc": {"kind": "codel", "target": 5}}}"#);
+        assert!(
+            e.starts_with("downlink.qdisc: unknown field `target`"),
+            "{e}"
+        );
     }
 }

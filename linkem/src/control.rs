@@ -10,7 +10,8 @@ use crate::config::Config;
 use crate::http::{read_request, write_response};
 use crate::metrics;
 use crate::stats::Snapshot;
-use crate::sys::Waker;
+use crate::sys::{monotonic_now, Waker};
+use crate::time::Time;
 use std::net::{TcpListener, TcpStream};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -65,6 +66,8 @@ pub struct LoopHandle {
 #[derive(Debug)]
 pub struct ConfigRequest {
     pub config: Config,
+    /// When the change takes effect: one instant for every loop (and so for both directions).
+    pub at: Time,
     pub applied: SyncSender<Config>,
 }
 
@@ -127,7 +130,7 @@ fn handle(stream: &TcpStream, shared: &Shared, loops: &[LoopHandle]) {
             )
         }
         ("GET", "/config") => (200, JSON, lock(&shared.config).to_json() + "\n"),
-        ("PUT" | "POST", "/config") => put_config(&req.body, loops),
+        ("PUT" | "POST", "/config") => put_config(&req.body, shared, loops),
         ("GET", "/healthz") => (200, TEXT, "ok\n".to_string()),
         (_, "/metrics" | "/config" | "/healthz") => (405, TEXT, "method not allowed\n".to_string()),
         _ => (404, TEXT, "not found\n".to_string()),
@@ -135,7 +138,7 @@ fn handle(stream: &TcpStream, shared: &Shared, loops: &[LoopHandle]) {
     let _ = write_response(stream, status, ctype, body.as_bytes());
 }
 
-fn put_config(body: &[u8], loops: &[LoopHandle]) -> (u16, &'static str, String) {
+fn put_config(body: &[u8], shared: &Shared, loops: &[LoopHandle]) -> (u16, &'static str, String) {
     const TEXT: &str = "text/plain; charset=utf-8";
     let text = match std::str::from_utf8(body) {
         Ok(t) => t,
@@ -145,12 +148,26 @@ fn put_config(body: &[u8], loops: &[LoopHandle]) -> (u16, &'static str, String) 
         Ok(c) => c,
         Err(e) => return (400, TEXT, format!("{e}\n")),
     };
-    // Hand the config to every loop first, then wait for all of them: they apply it concurrently.
+    let in_force = lock(&shared.config).seed;
+    if config.keep_state && config.seed != in_force {
+        return (
+            400,
+            TEXT,
+            format!(
+                "keep_state: the random streams in force come from seed {in_force}; keep that seed to continue \
+                 them, or set keep_state false to restart from seed {}\n",
+                config.seed
+            ),
+        );
+    }
+    // Hand the config to every loop first, then wait for all of them: they apply it concurrently, at one instant.
+    let at = monotonic_now();
     let mut acks = Vec::with_capacity(loops.len());
     for l in loops {
         let (ack_tx, ack_rx) = mpsc::sync_channel(1);
         let req = ConfigRequest {
             config: config.clone(),
+            at,
             applied: ack_tx,
         };
         if l.tx.send(req).is_err() {

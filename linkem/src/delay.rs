@@ -1,49 +1,52 @@
-//! Delay line: base delay plus jitter, order-keeping or reordering.
+//! The delay stage: base delay plus jitter, order-keeping or reordering.
 //!
-//! Each packet's extra delay is sampled when it arrives (netem-like):
-//! `d = max(0, delay + jitter * X)` with X drawn from the configured
-//! distribution. When it leaves the serializer at `departure`, its release
-//! time is `departure + d`; with `reorder = false` it is raised to the
-//! previous release in this direction so order is kept. The line is a
-//! min-heap by (release, sequence) so equal release times stay FIFO.
+//! A packet leaving the link at `departure` is released at `departure + d`:
+//!
+//! * order kept (`reorder = false`): `d` is the value at `departure` of a
+//!   delay process in time (`jitter.rs`), so the delivered delays do not
+//!   depend on the packet rate; the release is also never earlier than the
+//!   previous one (which matters only when a reconfiguration lowers the
+//!   delay);
+//! * `reorder = true`: `d = max(0, delay + jitter * X)` is drawn per packet
+//!   (netem without a rate), so jitter reorders.
+//!
+//! A packet chosen by netem-style reordering (`reorder_prob`) skips the delay
+//! and is released at its departure. The line is a min-heap by (release,
+//! sequence) so equal release times stay FIFO. The delay added is
+//! `delay_us - path_delay_us`: the lab's own path supplies the rest.
 
 use crate::config::{DirectionConfig, JitterDist};
-use crate::packet::ProtoClass;
+use crate::jitter::DelayProcess;
+use crate::pkt::Pkt;
 use crate::rng::Rng;
 use crate::time::{Time, NS_PER_US};
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
-/// Delay parameters.
+/// Delay parameters of one sample.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DelayParams {
     pub delay_ns: u64,
     pub jitter_ns: u64,
     pub dist: JitterDist,
-    pub reorder: bool,
 }
 
 impl DelayParams {
+    /// The delay linkem adds (`delay_us - path_delay_us`) and the jitter.
     pub fn from_config(cfg: &DirectionConfig) -> DelayParams {
         DelayParams {
-            delay_ns: cfg.delay_us.saturating_mul(NS_PER_US),
+            delay_ns: cfg.added_delay_us().saturating_mul(NS_PER_US),
             jitter_ns: cfg.jitter_us.saturating_mul(NS_PER_US),
             dist: cfg.jitter_dist,
-            reorder: cfg.reorder,
         }
     }
 
-    /// One packet's delay in ns (never negative).
+    /// One value `max(0, delay + jitter * X)` in ns.
     pub fn sample(&self, rng: &mut Rng) -> u64 {
         if self.jitter_ns == 0 {
             return self.delay_ns;
         }
-        let x = match self.dist {
-            JitterDist::Uniform => rng.uniform_sym(),
-            JitterDist::Normal => rng.normal(),
-            JitterDist::Pareto => rng.netem_pareto(),
-            JitterDist::Paretonormal => rng.netem_paretonormal(),
-        };
+        let x = rng.jitter(self.dist);
         let d = self.delay_ns as f64 + self.jitter_ns as f64 * x;
         if d <= 0.0 {
             0
@@ -55,11 +58,10 @@ impl DelayParams {
 
 /// A packet in the delay line.
 #[derive(Debug)]
-pub struct Delayed {
-    pub release: Time,
-    pub seq: u64,
-    pub proto: ProtoClass,
-    pub pkt: Vec<u8>,
+struct Delayed {
+    release: Time,
+    seq: u64,
+    pkt: Pkt,
 }
 
 impl PartialEq for Delayed {
@@ -79,47 +81,57 @@ impl Ord for Delayed {
     }
 }
 
-/// The delay stage.
-#[derive(Debug, Default)]
-pub struct DelayLine {
+/// The delay stage of one direction.
+#[derive(Debug)]
+pub struct DelayStage {
+    params: DelayParams,
+    reorder: bool,
+    process: DelayProcess,
     heap: BinaryHeap<Reverse<Delayed>>,
     seq: u64,
     last_release: Time,
-    reorder: bool,
 }
 
-impl DelayLine {
-    pub fn new(reorder: bool) -> DelayLine {
-        DelayLine {
-            reorder,
-            ..DelayLine::default()
+impl DelayStage {
+    pub fn new(cfg: &DirectionConfig, at: Time, rng: &mut Rng) -> DelayStage {
+        let params = DelayParams::from_config(cfg);
+        DelayStage {
+            params,
+            reorder: cfg.reorder,
+            process: DelayProcess::new(params, cfg.jitter_interval_ns(), at, rng),
+            heap: BinaryHeap::new(),
+            seq: 0,
+            last_release: Time::ZERO,
         }
     }
 
-    /// Switch mode; packets already in the line keep their release times.
-    pub fn set_reorder(&mut self, reorder: bool) {
-        self.reorder = reorder;
+    /// New parameters from `at` on; packets in the line keep their release
+    /// times, the delay process starts afresh at `at`.
+    pub fn reconfigure(&mut self, cfg: &DirectionConfig, at: Time, rng: &mut Rng) {
+        self.params = DelayParams::from_config(cfg);
+        self.reorder = cfg.reorder;
+        self.process = DelayProcess::new(self.params, cfg.jitter_interval_ns(), at, rng);
     }
 
-    /// Release time a packet leaving the serializer at `departure` with
-    /// sampled delay `delay_ns` would get.
-    pub fn release_time(&self, departure: Time, delay_ns: u64) -> Time {
-        let own = departure.plus_nanos(delay_ns);
+    /// The release time of a packet leaving the link at `departure`
+    /// (calls in departure order). `skip`: netem-style reordering.
+    pub fn release_for(&mut self, departure: Time, skip: bool, rng: &mut Rng) -> Time {
+        if skip {
+            return departure;
+        }
         if self.reorder {
-            own
-        } else {
-            own.max(self.last_release)
+            return departure.plus_nanos(self.params.sample(rng));
         }
+        let own = departure.plus_nanos(self.process.delay_at(departure, rng));
+        self.last_release = self.last_release.max(own);
+        self.last_release
     }
 
-    pub fn insert(&mut self, departure: Time, delay_ns: u64, proto: ProtoClass, pkt: Vec<u8>) {
-        let release = self.release_time(departure, delay_ns);
-        self.last_release = self.last_release.max(release);
+    pub fn insert(&mut self, release: Time, pkt: Pkt) {
         self.seq += 1;
         self.heap.push(Reverse(Delayed {
             release,
             seq: self.seq,
-            proto,
             pkt,
         }));
     }
@@ -128,10 +140,10 @@ impl DelayLine {
         self.heap.peek().map(|Reverse(d)| d.release)
     }
 
-    /// The earliest packet with release <= now.
-    pub fn pop_due(&mut self, now: Time) -> Option<Delayed> {
+    /// The earliest packet with release <= now, and its release time.
+    pub fn pop_due(&mut self, now: Time) -> Option<(Time, Pkt)> {
         if self.next_release()? <= now {
-            self.heap.pop().map(|Reverse(d)| d)
+            self.heap.pop().map(|Reverse(d)| (d.release, d.pkt))
         } else {
             None
         }
@@ -144,6 +156,10 @@ impl DelayLine {
     pub fn is_empty(&self) -> bool {
         self.heap.is_empty()
     }
+
+    pub fn params(&self) -> &DelayParams {
+        &self.params
+    }
 }
 
 #[cfg(test)]
@@ -151,27 +167,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn order_keeping_vs_reorder() {
-        let mut l = DelayLine::new(false);
-        l.insert(Time(0), 100, ProtoClass::Udp, vec![1]);
-        l.insert(Time(10), 5, ProtoClass::Udp, vec![2]);
-        assert_eq!(l.pop_due(Time(99)).map(|d| d.pkt), None);
-        assert_eq!(l.pop_due(Time(100)).map(|d| d.pkt), Some(vec![1]));
-        assert_eq!(l.pop_due(Time(100)).map(|d| d.pkt), Some(vec![2]));
-        let mut r = DelayLine::new(true);
-        r.insert(Time(0), 100, ProtoClass::Udp, vec![1]);
-        r.insert(Time(10), 5, ProtoClass::Udp, vec![2]);
-        assert_eq!(r.pop_due(Time(100)).map(|d| d.pkt), Some(vec![2]));
-        assert_eq!(r.pop_due(Time(100)).map(|d| d.pkt), Some(vec![1]));
-    }
-
-    #[test]
     fn sample_bounds() {
         let p = DelayParams {
             delay_ns: 1000,
             jitter_ns: 2000,
             dist: JitterDist::Uniform,
-            reorder: false,
         };
         let mut rng = Rng::new(3);
         for _ in 0..1000 {
@@ -182,5 +182,24 @@ mod tests {
             ..p
         };
         assert!((0..1000).any(|_| n.sample(&mut rng) == 0));
+    }
+
+    #[test]
+    fn skipped_packets_leave_at_departure_and_equal_times_stay_fifo() {
+        let cfg = DirectionConfig {
+            delay_us: 100,
+            ..DirectionConfig::default()
+        };
+        let mut rng = Rng::new(1);
+        let mut s = DelayStage::new(&cfg, Time::ZERO, &mut rng);
+        let a = s.release_for(Time(0), false, &mut rng);
+        let b = s.release_for(Time(10), true, &mut rng);
+        assert_eq!((a, b), (Time(100_000), Time(10)));
+        for (i, r) in [(1u8, a), (2, b), (3, a)] {
+            s.insert(r, Pkt::test(vec![i]));
+        }
+        let order: Vec<u8> =
+            std::iter::from_fn(|| s.pop_due(Time(100_000)).map(|(_, p)| p.buf[0])).collect();
+        assert_eq!(order, vec![2, 1, 3]);
     }
 }

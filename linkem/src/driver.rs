@@ -3,12 +3,12 @@
 use crate::cidr::Cidr;
 use crate::config::Config;
 use crate::control::{self, ConfigRequest, LoopHandle, Shared};
-use crate::link::{Link, LinkVerdict};
-use crate::pipeline::Verdict;
+use crate::link::Link;
+use crate::stats::{Direction, DropCause};
 use crate::sys::{monotonic_now, ppoll, set_timer_slack, termination_signalfd, Waker};
 use crate::time::{Time, NS_PER_MS};
 use crate::tun::Tun;
-use std::collections::VecDeque;
+use crate::turn::{sleep_for, Clock, Device, Turner};
 use std::io::{self, ErrorKind};
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
@@ -30,34 +30,19 @@ pub struct RunOptions {
     pub listen: String,
     pub config: Config,
     /// `--spin-us`: how long before a release time the loop stops sleeping and polls instead (see
-    /// [`DEFAULT_SPIN_NS`]).
+    /// [`crate::turn::SPIN_AFTER_GAP_NS`]).
     pub spin_ns: u64,
 }
 
-const READ_BATCH: usize = 256;
 const PUBLISH_EVERY_NS: u64 = 50 * NS_PER_MS;
 /// While nothing is queued, counters are published this soon after they change, so a reader that asks right
 /// after a transfer ended (the sweep runner, for the wire bytes of the run) sees all of it.
 const PUBLISH_IDLE_NS: u64 = 2 * NS_PER_MS;
-const MAX_POOL: usize = 8192;
 const IDLE_TIMEOUT_NS: u64 = 1_000 * NS_PER_MS;
-/// Capacity of a fresh packet buffer; longer packets (MTU > 2048) still fit, with one extra copy.
-const BUF_CAP: usize = 2048;
+/// While the loop is busy (never sleeping), it looks at signals this often.
+const BUSY_CHECK_NS: u64 = NS_PER_MS;
 
-/// Recycled packet buffers, so the steady state does not allocate.
-#[derive(Debug, Default)]
-struct Pool(Vec<Vec<u8>>);
-
-impl Pool {
-    fn take(&mut self) -> Vec<u8> {
-        self.0.pop().unwrap_or_else(|| Vec::with_capacity(BUF_CAP))
-    }
-    fn give(&mut self, b: Vec<u8>) {
-        if self.0.len() < MAX_POOL && b.capacity() <= 16 * 1024 {
-            self.0.push(b);
-        }
-    }
-}
+pub use crate::turn::DEFAULT_SPIN_NS;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -92,8 +77,16 @@ pub fn run(opts: RunOptions) -> io::Result<()> {
     let start = monotonic_now();
     let mut loops = Vec::new();
     let mut handles = Vec::new();
+    let dual = tuns.len() > 1;
     for (index, tun) in tuns.into_iter().enumerate() {
         let waker = Arc::new(Waker::new()?);
+        // With one device per direction the routing decides what each carries (docs: "Deployment").
+        let direction = match (dual, index) {
+            (true, 0) => Direction::Downlink,
+            (true, _) => Direction::Uplink,
+            (false, _) => Direction::Other,
+        };
+        let tun_drops = TunDrops::new(tun.name());
         let (tx, rx) = control::channel();
         handles.push(LoopHandle {
             tx,
@@ -107,11 +100,10 @@ pub fn run(opts: RunOptions) -> io::Result<()> {
             rx,
             waker,
             quit: quit.clone(),
-            pool: Pool::default(),
-            pending: VecDeque::new(),
-            write_errors: 0,
+            turner: Turner::new(),
             spin_ns: opts.spin_ns,
-            last_release: Time::ZERO,
+            direction,
+            tun_drops,
         });
     }
     control::spawn_loops(listener, shared, handles)?;
@@ -149,6 +141,64 @@ pub fn run(opts: RunOptions) -> io::Result<()> {
     result
 }
 
+/// The kernel's count of packets dropped because the device's queue was full (`tx_dropped` of a TUN device:
+/// the ring linkem reads from overflowed), from when linkem attached.
+struct TunDrops {
+    path: String,
+    base: u64,
+}
+
+impl TunDrops {
+    fn new(name: &str) -> TunDrops {
+        let path = format!("/sys/class/net/{name}/statistics/tx_dropped");
+        let base = read_counter(&path).unwrap_or(0);
+        TunDrops { path, base }
+    }
+    fn since_start(&self) -> u64 {
+        read_counter(&self.path).map_or(0, |v| v.saturating_sub(self.base))
+    }
+}
+
+fn read_counter(path: &str) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// The TUN device as the turn logic sees it.
+struct TunDevice<'a> {
+    tun: &'a Tun,
+    overflow: &'a mut [u8],
+}
+
+impl Device for TunDevice<'_> {
+    fn read(&mut self, buf: &mut Vec<u8>) -> io::Result<bool> {
+        match self.tun.read_into(buf, self.overflow) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+                Ok(false)
+            }
+            Err(e) => Err(io::Error::new(
+                e.kind(),
+                format!("read {}: {e}", self.tun.name()),
+            )),
+        }
+    }
+    fn write(&mut self, pkt: &[u8]) -> io::Result<bool> {
+        match self.tun.write(pkt) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+struct Monotonic;
+
+impl Clock for Monotonic {
+    fn now(&mut self) -> Time {
+        monotonic_now()
+    }
+}
+
 struct Loop {
     /// Which snapshot slot this loop publishes to (0 = the first device).
     index: usize,
@@ -159,179 +209,142 @@ struct Loop {
     waker: Arc<Waker>,
     /// Woken when any loop ends, so the others end too.
     quit: Arc<Waker>,
-    pool: Pool,
-    pending: VecDeque<Vec<u8>>,
-    write_errors: u64,
+    turner: Turner,
     spin_ns: u64,
-    /// When this loop last wrote a packet (see [`SPIN_AFTER_GAP_NS`]).
-    last_release: Time,
+    /// The direction this device carries (its TUN-queue drops are counted there).
+    direction: Direction,
+    tun_drops: TunDrops,
 }
 
-/// How long before a deadline the loop stops sleeping and polls instead, by default.
-pub const DEFAULT_SPIN_NS: u64 = 200_000;
-/// The loop spins only when its previous release is at least this long ago. Sparse packets (a ping, a
-/// handshake, a low-rate flow) leave within microseconds of their time for little CPU; when releases come
-/// back to back (a bulk transfer: 8,600 packets/s at 100 Mbit/s) spinning would hold a whole core, which on a
-/// small machine the endpoints need, so the loop sleeps on its 1 µs-slack timer instead. A late wake-up then
-/// delays packets by the timer's lateness (tens of µs) but never slows the link: the rate stage serves each
-/// packet from the previous one's finish time, not from the moment it was handled.
-pub const SPIN_AFTER_GAP_NS: u64 = NS_PER_MS;
+enum Wake {
+    Run,
+    Exit,
+}
 
 impl Loop {
     fn run(mut self, sigfd: i32) -> io::Result<()> {
         let mut overflow = vec![0u8; 65536];
         let mut last_publish = Time::ZERO;
+        let mut last_check = Time::ZERO;
         let mut dirty = true;
         loop {
-            let now = monotonic_now();
-            let mut timeout = match self.link.next_deadline() {
-                _ if !self.pending.is_empty() => IDLE_TIMEOUT_NS,
-                Some(d) => d.nanos_since(now),
-                None => IDLE_TIMEOUT_NS,
+            let mut dev = TunDevice {
+                tun: &self.tun,
+                overflow: &mut overflow,
             };
-            if dirty {
-                let every = self.publish_interval();
-                timeout = timeout.min((last_publish.plus_nanos(every)).nanos_since(now));
-            }
-            // Timer wake-ups are late by tens to hundreds of microseconds on a busy or virtualised host.
-            // Sleep until spin_ns ahead of the deadline, then poll without sleeping, so packets leave within a
-            // few microseconds of their release time - unless releases are coming back to back (SPIN_AFTER_GAP_NS).
-            if now.nanos_since(self.last_release) >= SPIN_AFTER_GAP_NS {
-                timeout = timeout.saturating_sub(self.spin_ns);
-            }
-            let tun_events = libc::POLLIN
-                | if self.pending.is_empty() {
-                    0
-                } else {
-                    libc::POLLOUT
-                };
-            let mut fds = [
-                libc::pollfd {
-                    fd: self.tun.as_raw_fd(),
-                    events: tun_events,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self.waker.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: sigfd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self.quit.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            ppoll(&mut fds, Some(timeout))?;
-            if fds[2].revents != 0 {
-                if self.index == 0 {
-                    eprintln!("linkem: signal received, exiting");
+            let r = self.turner.turn(&mut self.link, &mut dev, &mut Monotonic)?;
+            dirty |= r.read + r.written > 0;
+            dirty |= self.apply_configs();
+            let now = monotonic_now();
+            if r.idle() || r.blocked {
+                let mut timeout = sleep_for(
+                    self.link.next_deadline(),
+                    now,
+                    self.turner.last_release,
+                    self.spin_ns,
+                )
+                .unwrap_or(IDLE_TIMEOUT_NS);
+                if dirty {
+                    timeout = timeout.min(
+                        last_publish
+                            .plus_nanos(self.publish_interval())
+                            .nanos_since(now),
+                    );
                 }
-                return Ok(());
-            }
-            if fds[3].revents != 0 {
-                return Ok(());
-            }
-            if fds[1].revents != 0 {
-                self.waker.drain();
-                self.apply_configs();
-                dirty = true;
-            }
-            if fds[0].revents & libc::POLLIN != 0 {
-                dirty |= self.read_packets(&mut overflow)?;
+                if let Wake::Exit = self.wait(sigfd, Some(timeout), r.blocked)? {
+                    return Ok(());
+                }
+                last_check = monotonic_now();
+                self.turner.woke(last_check);
+            } else if now.nanos_since(last_check) >= BUSY_CHECK_NS {
+                if let Wake::Exit = self.wait(sigfd, Some(0), false)? {
+                    return Ok(());
+                }
+                last_check = now;
             }
             let now = monotonic_now();
-            dirty |= self.write_packets(now);
             if dirty && now.nanos_since(last_publish) >= self.publish_interval() {
-                let mut snap = self.link.snapshot(now);
-                snap.write_errors_total = self.write_errors;
-                *lock(self.shared.slot(self.index)) = snap;
+                self.publish(now);
                 last_publish = now;
                 dirty = false;
             }
         }
     }
 
+    /// ppoll the device (for a packet, or for room after EAGAIN), the config waker, signals and the quit
+    /// waker; `Exit` when the loop must end.
+    fn wait(&mut self, sigfd: i32, timeout: Option<u64>, want_out: bool) -> io::Result<Wake> {
+        let tun_events = libc::POLLIN | if want_out { libc::POLLOUT } else { 0 };
+        let mut fds = [
+            libc::pollfd {
+                fd: self.tun.as_raw_fd(),
+                events: tun_events,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.waker.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: sigfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.quit.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        ppoll(&mut fds, timeout)?;
+        if fds[2].revents != 0 {
+            if self.index == 0 {
+                eprintln!("linkem: signal received, exiting");
+            }
+            return Ok(Wake::Exit);
+        }
+        if fds[3].revents != 0 {
+            return Ok(Wake::Exit);
+        }
+        if fds[1].revents != 0 {
+            self.waker.drain();
+        }
+        Ok(Wake::Run)
+    }
+
     /// How often changed counters are published: often while idle, every 50 ms while packets are queued.
     fn publish_interval(&self) -> u64 {
-        if self.pending.is_empty() && self.link.next_deadline().is_none() {
+        if !self.turner.has_pending() && self.link.next_deadline().is_none() {
             PUBLISH_IDLE_NS
         } else {
             PUBLISH_EVERY_NS
         }
     }
 
-    fn apply_configs(&mut self) {
+    fn publish(&mut self, now: Time) {
+        let mut snap = self.link.snapshot(now);
+        snap.write_errors_total = self.turner.write_errors;
+        let d = Direction::ALL
+            .iter()
+            .position(|&x| x == self.direction)
+            .unwrap_or(2);
+        snap.counters[d].drops[DropCause::TunQueue as usize] += self.tun_drops.since_start();
+        snap.read_wait = self.turner.read_wait;
+        *lock(self.shared.slot(self.index)) = snap;
+    }
+
+    /// Apply every configuration the control thread sent; `true` if any.
+    fn apply_configs(&mut self) -> bool {
+        let mut any = false;
         while let Ok(req) = self.rx.try_recv() {
-            self.link.reconfigure(req.config.clone(), monotonic_now());
+            // One instant for both directions of a change (stamped by the control thread), even when they live in
+            // different loops.
+            self.link.reconfigure(req.config.clone(), req.at);
             *lock(&self.shared.config) = req.config.clone();
             let _ = req.applied.try_send(req.config);
-        }
-    }
-
-    /// Read up to a batch of packets, straight into pool buffers; each is stamped when read.
-    fn read_packets(&mut self, overflow: &mut [u8]) -> io::Result<bool> {
-        let mut any = false;
-        for _ in 0..READ_BATCH {
-            let mut pkt = self.pool.take();
-            match self.tun.read_into(&mut pkt, overflow) {
-                Ok(_) => {}
-                Err(e)
-                    if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted =>
-                {
-                    self.pool.give(pkt);
-                    break;
-                }
-                Err(e) => {
-                    return Err(io::Error::new(
-                        e.kind(),
-                        format!("read {}: {e}", self.tun.name()),
-                    ))
-                }
-            };
             any = true;
-            match self.link.push(pkt, monotonic_now()) {
-                LinkVerdict::Accepted(_) => {}
-                LinkVerdict::Dropped(_, Verdict::Dropped(_, b)) | LinkVerdict::Malformed(b) => {
-                    self.pool.give(b)
-                }
-                LinkVerdict::Dropped(_, Verdict::Accepted) => {}
-            }
         }
-        Ok(any)
-    }
-
-    /// Write every packet due at `now`; keep the rest on EAGAIN. (Packets that fall due while this runs
-    /// leave on the next turn of the loop, which then does not sleep.)
-    fn write_packets(&mut self, now: Time) -> bool {
-        let mut any = false;
-        loop {
-            let pkt = match self.pending.pop_front() {
-                Some(p) => p,
-                None => match self.link.poll(now) {
-                    Some(p) => p,
-                    None => return any,
-                },
-            };
-            any = true;
-            self.last_release = now;
-            match self.tun.write(&pkt) {
-                Ok(_) => self.pool.give(pkt),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    self.pending.push_front(pkt);
-                    return any;
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => self.pending.push_front(pkt),
-                Err(_) => {
-                    self.write_errors += 1;
-                    self.pool.give(pkt);
-                }
-            }
-        }
+        any
     }
 }

@@ -1,31 +1,40 @@
 //! linkem: a userspace network link emulator.
 //!
-//! The core (`time`, `rng`, `packet`, `config`, `loss`, `outage`, `rate`,
-//! `trace`, `queue`, `delay`, `pipeline`, `link`, `stats`, `metrics`) is
-//! sans-IO: it never reads a clock or touches the OS; callers pass `now`.
-//! `tun`, `control`, `http`, `driver` and `cli` do the I/O.
+//! The core (`time`, `rng`, `packet`, `ecn`, `config*`, `outage`, `loss`,
+//! `impair`, `qdisc`, `server`, `rate`, `trace`, `jitter`, `delay`, `slot`,
+//! `pipeline`, `link`, `stats`, `metrics`, `turn`) is sans-IO: it never
+//! reads a clock or touches the OS; callers pass `now`. `tun`, `sys`,
+//! `control`, `http`, `driver` and `cli` do the I/O.
 
 pub mod cidr;
 pub mod config;
 pub mod config_parse;
+pub mod config_types;
 pub mod delay;
+pub mod ecn;
+pub mod impair;
+pub mod jitter;
 pub mod link;
 pub mod loss;
 pub mod metrics;
 pub mod outage;
 pub mod packet;
 pub mod pipeline;
-pub mod queue;
+pub mod pkt;
+pub mod qdisc;
 pub mod rate;
 pub mod rng;
+pub mod server;
+pub mod slot;
 pub mod stats;
 pub mod time;
 pub mod trace;
+pub mod turn;
 pub mod validate;
 
 pub use config::{Config, ConfigError, DirectionConfig};
 pub use link::Link;
-pub use pipeline::{Pipeline, Verdict};
+pub use pipeline::Pipeline;
 pub use time::Time;
 
 /// Crate version, shown in `quiclab_link_info`.

@@ -6,8 +6,8 @@
 use crate::cidr::Cidr;
 use crate::config::Config;
 use crate::packet::classify;
-use crate::pipeline::{Pipeline, Verdict};
-use crate::stats::{DirCounters, DirGauges, Direction, Snapshot};
+use crate::pipeline::Pipeline;
+use crate::stats::{DirCounters, DirGauges, Direction, DropCause, Snapshot};
 use crate::time::Time;
 use std::collections::VecDeque;
 
@@ -28,8 +28,9 @@ pub struct Link {
 /// Outcome of [`Link::push`].
 #[derive(Debug, PartialEq, Eq)]
 pub enum LinkVerdict {
+    /// Handed to the direction's pipeline (what it dropped comes out of
+    /// [`Link::pop_drop`]).
     Accepted(Direction),
-    Dropped(Direction, Verdict),
     /// Could not be parsed; buffer handed back.
     Malformed(Vec<u8>),
 }
@@ -40,8 +41,8 @@ impl Link {
         Link {
             downlink_net,
             uplink_net,
-            down: Pipeline::new(&config.downlink, config.seed, 1, now),
-            up: Pipeline::new(&config.uplink, config.seed, 2, now),
+            down: Pipeline::for_path(&config.downlink, config.rtt_us(), config.seed, 1, now),
+            up: Pipeline::for_path(&config.uplink, config.rtt_us(), config.seed, 2, now),
             passthrough: VecDeque::new(),
             other: DirCounters::default(),
             malformed: 0,
@@ -86,10 +87,16 @@ impl Link {
                 return LinkVerdict::Accepted(dir);
             }
         };
-        match pipe.push(pkt, proto, now) {
-            Verdict::Accepted => LinkVerdict::Accepted(dir),
-            v => LinkVerdict::Dropped(dir, v),
+        pipe.push(pkt, proto, now);
+        LinkVerdict::Accepted(dir)
+    }
+
+    /// A packet either pipeline dropped: its direction, cause and buffer.
+    pub fn pop_drop(&mut self) -> Option<(Direction, DropCause, Vec<u8>)> {
+        if let Some((c, b)) = self.down.pop_drop() {
+            return Some((Direction::Downlink, c, b));
         }
+        self.up.pop_drop().map(|(c, b)| (Direction::Uplink, c, b))
     }
 
     /// Next packet due at `now` (pass-through first, then downlink, uplink).
@@ -111,10 +118,12 @@ impl Link {
         }
     }
 
-    /// Swap the configuration at `now` without losing queued packets.
-    pub fn reconfigure(&mut self, config: Config, now: Time) {
-        self.down.reconfigure(&config.downlink, config.seed, now);
-        self.up.reconfigure(&config.uplink, config.seed, now);
+    /// Swap the configuration at `at` (one instant for both directions)
+    /// without losing queued packets (`Pipeline::reconfigure`).
+    pub fn reconfigure(&mut self, config: Config, at: Time) {
+        let (rtt, seed, keep) = (config.rtt_us(), config.seed, config.keep_state);
+        self.down.reconfigure(&config.downlink, rtt, seed, keep, at);
+        self.up.reconfigure(&config.uplink, rtt, seed, keep, at);
         self.config = config;
         self.applied += 1;
     }
@@ -139,6 +148,7 @@ impl Link {
             config_applied_total: self.applied,
             malformed_packets_total: self.malformed,
             write_errors_total: 0,
+            read_wait: Default::default(),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::packet::ProtoClass;
 use crate::stats::{DirCounters, DirGauges, Direction, DropCause, Snapshot};
+use crate::turn::READ_WAIT_BUCKETS_S;
 use std::fmt::Write;
 
 /// Content type of the exposition.
@@ -79,6 +80,35 @@ pub fn render(s: &Snapshot, version: &str) -> String {
             );
         }
     }
+    type PerDir = (&'static str, &'static str, fn(&DirCounters) -> u64);
+    let per_dir: [PerDir; 3] = [
+        (
+            "quiclab_link_duplicated_packets_total",
+            "Copies the emulator made (duplication); each also counts as delivered or dropped.",
+            |c| c.duplicated,
+        ),
+        (
+            "quiclab_link_corrupted_packets_total",
+            "Packets with one bit flipped (delivered; the receiver's checksum drops them).",
+            |c| c.corrupted,
+        ),
+        (
+            "quiclab_link_ecn_marked_packets_total",
+            "ECN-capable packets marked CE instead of dropped (AQM, or loss with loss_ecn).",
+            |c| c.ecn_marked,
+        ),
+    ];
+    for (name, help, get) in per_dir {
+        header(&mut o, name, "counter", help);
+        for (d, dir) in Direction::ALL.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "{name}{{direction=\"{}\"}} {}",
+                dir.label(),
+                get(&s.counters[d])
+            );
+        }
+    }
     type Gauge = (&'static str, &'static str, fn(&DirGauges) -> f64);
     let gauges: [Gauge; 7] = [
         (
@@ -149,6 +179,21 @@ pub fn render(s: &Snapshot, version: &str) -> String {
         header(&mut o, name, "counter", help);
         let _ = writeln!(o, "{name} {v}");
     }
+    let name = "quiclab_link_read_wait_seconds";
+    header(
+        &mut o,
+        name,
+        "histogram",
+        "Per packet read: how long it may have waited unread in the TUN device because of the loop's own work.",
+    );
+    let mut cum = 0;
+    for (i, le) in READ_WAIT_BUCKETS_S.iter().enumerate() {
+        cum += s.read_wait.counts[i];
+        let _ = writeln!(o, "{name}_bucket{{le=\"{le}\"}} {cum}");
+    }
+    let _ = writeln!(o, "{name}_bucket{{le=\"+Inf\"}} {}", s.read_wait.count());
+    let _ = writeln!(o, "{name}_sum {}", float(s.read_wait.sum_seconds));
+    let _ = writeln!(o, "{name}_count {}", s.read_wait.count());
     header(&mut o, "quiclab_link_info", "gauge", "Build information.");
     let _ = writeln!(o, "quiclab_link_info{{version=\"{version}\"}} 1");
     o
@@ -177,8 +222,12 @@ mod tests {
         assert!(text.contains("quiclab_link_delay_seconds{direction=\"downlink\"} 0.025\n"));
         assert!(text.contains("# TYPE quiclab_link_bytes_total counter\n"));
         assert!(text.contains("quiclab_link_info{version=\"0.1.0\"} 1\n"));
+        assert!(text
+            .contains("quiclab_link_drops_total{direction=\"downlink\",cause=\"tun_queue\"} 0\n"));
+        assert!(text.contains("quiclab_link_read_wait_seconds_bucket{le=\"+Inf\"} 0\n"));
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.rsplit_once(' ').unwrap();
+            assert!(!name.contains(' '), "{line}");
             assert!(name.starts_with("quiclab_link_"), "{line}");
             assert!(value.parse::<f64>().is_ok(), "{line}");
         }

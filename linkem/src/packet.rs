@@ -88,6 +88,9 @@ pub struct Meta {
     pub len: usize,
     /// Length declared by the IP header.
     pub ip_len: usize,
+    /// Offset of the transport header (past the IPv4 options or the IPv6
+    /// extension headers walked), `<= ip_len`.
+    pub l4_offset: usize,
 }
 
 fn be16(b: &[u8], at: usize) -> Option<u16> {
@@ -136,6 +139,7 @@ fn classify_v4(b: &[u8]) -> Result<Meta, PacketError> {
         protocol: Protocol::from_number(b[9]),
         len: b.len(),
         ip_len: total,
+        l4_offset: ihl,
     })
 }
 
@@ -157,42 +161,83 @@ fn classify_v6(b: &[u8]) -> Result<Meta, PacketError> {
     }
     let src = addr16(b, 8).ok_or(PacketError::Truncated("IPv6 source"))?;
     let dst = addr16(b, 24).ok_or(PacketError::Truncated("IPv6 destination"))?;
+    let (protocol, l4_offset) = v6_upper_protocol(&b[..total], b[6]);
     Ok(Meta {
         version: 6,
         src: IpAddr::V6(src),
         dst: IpAddr::V6(dst),
-        protocol: v6_upper_protocol(&b[..total], b[6]),
+        protocol,
         len: b.len(),
         ip_len: total,
+        l4_offset,
     })
 }
 
-/// Walk (a bounded number of) IPv6 extension headers to the upper protocol.
-/// A chain that runs past the packet yields `Other(next_header)`.
-fn v6_upper_protocol(b: &[u8], mut next: u8) -> Protocol {
+/// Walk (a bounded number of) IPv6 extension headers to the upper protocol
+/// and its offset. A chain that runs past the packet yields
+/// `Other(next_header)`.
+fn v6_upper_protocol(b: &[u8], mut next: u8) -> (Protocol, usize) {
     let mut at = 40usize;
     for _ in 0..8 {
         let hdr_len = match next {
             0 | 43 | 60 => match b.get(at + 1) {
                 Some(&l) => (usize::from(l) + 1) * 8,
-                None => return Protocol::Other(next),
+                None => return (Protocol::Other(next), at),
             },
             44 => 8,
             51 => match b.get(at + 1) {
                 Some(&l) => (usize::from(l) + 2) * 4,
-                None => return Protocol::Other(next),
+                None => return (Protocol::Other(next), at),
             },
-            _ => return Protocol::from_number(next),
+            _ => return (Protocol::from_number(next), at),
         };
         match b.get(at) {
             Some(&n) if at + hdr_len <= b.len() => {
                 next = n;
                 at += hdr_len;
             }
-            _ => return Protocol::Other(next),
+            _ => return (Protocol::Other(next), at),
         }
     }
-    Protocol::Other(next)
+    (Protocol::Other(next), at)
+}
+
+/// A hash of the packet's flow (addresses, protocol and, for TCP/UDP, ports)
+/// mixed with `perturbation`; packets that cannot be parsed share one flow.
+pub fn flow_hash(bytes: &[u8], perturbation: u64) -> u64 {
+    let Ok(m) = classify(bytes) else {
+        return perturbation;
+    };
+    let mut h = perturbation ^ 0x9E37_79B9_7F4A_7C15;
+    let mut mix = |x: u64| {
+        h = (h ^ x).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        h ^= h >> 29;
+    };
+    for a in [m.src, m.dst] {
+        match a {
+            IpAddr::V4(v) => mix(u64::from(u32::from(v))),
+            IpAddr::V6(v) => {
+                let x = u128::from(v);
+                mix(x as u64);
+                mix((x >> 64) as u64);
+            }
+        }
+    }
+    let proto = match m.protocol {
+        Protocol::Tcp => 6,
+        Protocol::Udp => 17,
+        Protocol::Icmp => 1,
+        Protocol::Icmpv6 => 58,
+        Protocol::Other(n) => n,
+    };
+    mix(u64::from(proto));
+    let fragment = m.version == 4 && be16(bytes, 6).is_some_and(|f| f & 0x1fff != 0);
+    if matches!(m.protocol, Protocol::Tcp | Protocol::Udp) && !fragment {
+        if let Some(p) = bytes.get(m.l4_offset..m.l4_offset + 4) {
+            mix(u64::from(u32::from_be_bytes([p[0], p[1], p[2], p[3]])));
+        }
+    }
+    h
 }
 
 #[cfg(test)]
@@ -219,7 +264,21 @@ mod tests {
         assert_eq!(m.protocol, Protocol::Tcp);
         assert_eq!(m.src, "10.71.2.10".parse::<IpAddr>().unwrap());
         assert_eq!(m.dst, "10.71.1.10".parse::<IpAddr>().unwrap());
-        assert_eq!((m.len, m.ip_len), (40, 40));
+        assert_eq!((m.len, m.ip_len, m.l4_offset), (40, 40, 20));
+    }
+
+    #[test]
+    fn flow_hash_separates_ports_and_ignores_payload() {
+        let mut a = v4(17, 20);
+        a[20..24].copy_from_slice(&[0x1f, 0x90, 0x01, 0xbb]);
+        let mut b = a.clone();
+        b[30] = 99; // payload
+        let mut c = a.clone();
+        c[21] = 0x91; // source port
+        assert_eq!(flow_hash(&a, 1), flow_hash(&b, 1));
+        assert_ne!(flow_hash(&a, 1), flow_hash(&c, 1));
+        assert_ne!(flow_hash(&a, 1), flow_hash(&a, 2));
+        assert_eq!(flow_hash(&[1, 2, 3], 7), 7);
     }
 
     #[test]
@@ -255,6 +314,7 @@ mod tests {
         q[40] = 58;
         q[41] = 0;
         assert_eq!(classify(&q).unwrap().protocol, Protocol::Icmpv6);
+        assert_eq!(classify(&q).unwrap().l4_offset, 48);
         assert_eq!(classify(&q).unwrap().protocol.class(), ProtoClass::Icmp);
     }
 

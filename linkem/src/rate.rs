@@ -1,38 +1,9 @@
-//! The link server: how long the bottleneck takes to serialize a packet.
-//!
-//! A server is asked, for a packet of `len` bytes whose service starts at
-//! `start` (the link being free and the packet at the head of the queue),
-//! when its last bit has left. Implementations: unlimited, constant rate,
+//! Rate-based link servers: unlimited, constant rate, and a
 //! piecewise-constant rate schedule (integrated exactly across step
-//! boundaries) and mahimahi traces (`trace.rs`).
+//! boundaries). The trait is in `server.rs`, traces in `trace.rs`.
 
-use crate::config::DirectionConfig;
+use crate::server::LinkServer;
 use crate::time::{Time, NS_PER_MS, NS_PER_SEC};
-use crate::trace::TraceServer;
-
-/// A bottleneck link that serializes packets one at a time, FIFO.
-pub trait LinkServer: Send + std::fmt::Debug {
-    /// Completion time of a `len`-byte packet that starts service at `start`.
-    /// Calls come in FIFO order with non-decreasing `start`.
-    fn finish(&mut self, start: Time, len: usize) -> Time;
-    /// Rate in force at `now` in bit/s; 0 means unlimited.
-    fn rate_at(&self, now: Time) -> u64;
-}
-
-/// Build the server described by `cfg`: trace, else schedule, else constant
-/// rate, else unlimited. Schedules and traces start at `applied_at`.
-pub fn build_server(cfg: &DirectionConfig, applied_at: Time) -> Box<dyn LinkServer> {
-    if let Some(t) = &cfg.trace_ms {
-        return Box::new(TraceServer::new(t, applied_at));
-    }
-    if let Some(s) = &cfg.rate_schedule {
-        return Box::new(ScheduleServer::new(s.period_ms, &s.steps, applied_at));
-    }
-    match cfg.rate_bps {
-        Some(r) => Box::new(ConstantRate { rate_bps: r }),
-        None => Box::new(Unlimited),
-    }
-}
 
 /// No bottleneck: packets leave as soon as they arrive.
 #[derive(Debug, Clone, Copy)]

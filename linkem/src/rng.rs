@@ -13,6 +13,10 @@ pub fn splitmix64(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Jitter values X are cut at this many jitters from the mean (netem's
+/// distribution tables cannot go further).
+pub const MAX_JITTER_X: f64 = 4.0;
+
 /// xoshiro256** generator.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rng {
@@ -94,6 +98,24 @@ impl Rng {
     /// netem's "paretonormal": 1/4 normal + 3/4 pareto (iproute2 `paretonormal.c`).
     pub fn netem_paretonormal(&mut self) -> f64 {
         0.25 * self.normal() + 0.75 * self.netem_pareto()
+    }
+
+    /// A jitter value X of distribution `dist` (uniform in [-1, 1); the
+    /// others cut at +-4, as netem's tables are: s16 entries scaled by 8192).
+    pub fn jitter(&mut self, dist: crate::config::JitterDist) -> f64 {
+        use crate::config::JitterDist;
+        let x = match dist {
+            JitterDist::Uniform => return self.uniform_sym(),
+            JitterDist::Normal => self.normal(),
+            JitterDist::Pareto => self.netem_pareto(),
+            JitterDist::Paretonormal => self.netem_paretonormal(),
+        };
+        x.clamp(-MAX_JITTER_X, MAX_JITTER_X)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n.max(1))) >> 64) as u64
     }
 }
 

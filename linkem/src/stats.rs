@@ -6,18 +6,41 @@ use crate::packet::ProtoClass;
 /// Why a packet was dropped (bounded label set).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DropCause {
+    /// The loss model before the queue.
     Loss = 0,
+    /// The queue was full (tail drop, head drop, fq_codel's fat-flow drop).
     Queue = 1,
+    /// The link was down.
     Outage = 2,
+    /// The active queue management (CoDel, fq_codel's CoDel, PIE) dropped it.
+    Aqm = 3,
+    /// The loss model after the link (`loss_after`).
+    LossAfter = 4,
+    /// The kernel dropped it before linkem read it: the TUN device's queue
+    /// was full (counted by the driver from the device's `tx_dropped`).
+    TunQueue = 5,
 }
 
+/// Number of [`DropCause`]s.
+pub const DROP_CAUSES: usize = 6;
+
 impl DropCause {
-    pub const ALL: [DropCause; 3] = [DropCause::Loss, DropCause::Queue, DropCause::Outage];
+    pub const ALL: [DropCause; DROP_CAUSES] = [
+        DropCause::Loss,
+        DropCause::Queue,
+        DropCause::Outage,
+        DropCause::Aqm,
+        DropCause::LossAfter,
+        DropCause::TunQueue,
+    ];
     pub fn label(self) -> &'static str {
         match self {
             DropCause::Loss => "loss",
             DropCause::Queue => "queue",
             DropCause::Outage => "outage",
+            DropCause::Aqm => "aqm",
+            DropCause::LossAfter => "loss_after",
+            DropCause::TunQueue => "tun_queue",
         }
     }
 }
@@ -48,7 +71,13 @@ pub struct DirCounters {
     pub received_bytes: [u64; 4],
     pub delivered_packets: [u64; 4],
     pub delivered_bytes: [u64; 4],
-    pub drops: [u64; 3],
+    pub drops: [u64; DROP_CAUSES],
+    /// Copies made by duplication (each also counts when delivered or dropped).
+    pub duplicated: u64,
+    /// Packets with a flipped bit (they are delivered; the receiver drops them).
+    pub corrupted: u64,
+    /// ECN-capable packets marked CE instead of being dropped.
+    pub ecn_marked: u64,
 }
 
 impl DirCounters {
@@ -62,6 +91,11 @@ impl DirCounters {
     }
     pub fn dropped(&mut self, c: DropCause) {
         self.drops[c as usize] += 1;
+    }
+    /// Drops by the link itself (every cause but the TUN queue's, which
+    /// happen before a packet is received).
+    pub fn link_drops(&self) -> u64 {
+        self.total_drops() - self.drops[DropCause::TunQueue as usize]
     }
     pub fn total_received(&self) -> u64 {
         self.received_packets.iter().sum()
@@ -97,6 +131,8 @@ pub struct Snapshot {
     pub config_applied_total: u64,
     pub malformed_packets_total: u64,
     pub write_errors_total: u64,
+    /// How long packets waited unread in the TUN device because of the loop's own work (driver).
+    pub read_wait: crate::turn::WaitHistogram,
 }
 
 impl DirCounters {
@@ -108,6 +144,9 @@ impl DirCounters {
         add(&mut self.delivered_packets, &o.delivered_packets);
         add(&mut self.delivered_bytes, &o.delivered_bytes);
         add(&mut self.drops, &o.drops);
+        self.duplicated += o.duplicated;
+        self.corrupted += o.corrupted;
+        self.ecn_marked += o.ecn_marked;
     }
 }
 
@@ -127,6 +166,7 @@ impl Snapshot {
         self.config_applied_total = self.config_applied_total.max(o.config_applied_total);
         self.malformed_packets_total += o.malformed_packets_total;
         self.write_errors_total += o.write_errors_total;
+        self.read_wait.add(&o.read_wait);
     }
 }
 

@@ -5,10 +5,13 @@
 //! timestamp (so an entry at the period and one at 0 are two opportunities
 //! at the same instant). Opportunities that pass while the queue is empty
 //! are wasted; several small packets can share one opportunity, and a packet
-//! larger than what is left of an opportunity consumes further ones.
+//! larger than what is left of an opportunity consumes further ones. As in
+//! mahimahi (`LinkQueue::read_packet` runs the link up to the arrival time
+//! before it enqueues), a packet that arrives to an empty queue at the very
+//! instant of an opportunity cannot use it.
 
 use crate::config::{trace_mean_rate_bps, TRACE_OPPORTUNITY_BYTES};
-use crate::rate::LinkServer;
+use crate::server::LinkServer;
 use crate::time::{Time, NS_PER_MS};
 
 /// Position of an opportunity: (loop number, index in the trace).
@@ -86,6 +89,14 @@ impl TraceServer {
 }
 
 impl LinkServer for TraceServer {
+    fn earliest_start(&self, t: Time, fresh: bool) -> Time {
+        if !fresh && self.cur_left > 0 && t <= self.cur_time {
+            return self.cur_time;
+        }
+        let from = if fresh { t.plus_nanos(1) } else { t };
+        self.time_of(self.next.max(self.first_at_or_after(from)))
+    }
+
     fn finish(&mut self, start: Time, len: usize) -> Time {
         let mut remaining = (len as u64).max(1);
         if self.cur_left > 0 && start <= self.cur_time {
@@ -122,6 +133,15 @@ mod tests {
 
     fn ms(t: u64) -> Time {
         Time::from_millis(t)
+    }
+
+    #[test]
+    fn earliest_start_skips_the_arrival_instant() {
+        let s = TraceServer::new(&[0, 10, 10, 20], Time::ZERO);
+        assert_eq!(s.earliest_start(ms(0), false), ms(0));
+        assert_eq!(s.earliest_start(ms(0), true), ms(10));
+        assert_eq!(s.earliest_start(ms(15), true), ms(20));
+        assert_eq!(s.earliest_start(ms(20), true), ms(30));
     }
 
     #[test]

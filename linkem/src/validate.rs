@@ -2,9 +2,14 @@
 //! allowed range.
 
 use crate::config::{
-    Config, ConfigError, DirectionConfig, LossConfig, RateSchedule, MAX_DELAY_US, MAX_PERIOD_MS,
-    MAX_RATE_BPS, MAX_TRACE_ENTRIES,
+    Config, ConfigError, DirectionConfig, LossConfig, QdiscConfig, RateSchedule, MAX_DELAY_US,
+    MAX_PERIOD_MS, MAX_RATE_BPS, MAX_TRACE_ENTRIES,
 };
+
+/// Bounds of `overhead_bytes` and `mpu_bytes`.
+pub const MIN_OVERHEAD: i64 = -1500;
+pub const MAX_OVERHEAD: i64 = 65_535;
+pub const MAX_MPU: u64 = 65_535;
 
 impl Config {
     /// Check every field; the error names the first offending one.
@@ -44,20 +49,46 @@ impl DirectionConfig {
                 .map_err(|e| annotate(e, " (null = unlimited)"))?;
         }
         check_range(f("delay_us"), self.delay_us, 0, MAX_DELAY_US)?;
+        check_range(f("path_delay_us"), self.path_delay_us, 0, MAX_DELAY_US)?;
         check_range(f("jitter_us"), self.jitter_us, 0, MAX_DELAY_US)?;
-        match self.loss {
-            LossConfig::None => {}
-            LossConfig::Bernoulli { p } => check_prob(f("loss.p"), p)?,
-            LossConfig::GilbertElliott {
-                p,
-                r,
-                loss_good,
-                loss_bad,
-            } => {
-                check_prob(f("loss.p"), p)?;
-                check_prob(f("loss.r"), r)?;
-                check_prob(f("loss.loss_good"), loss_good)?;
-                check_prob(f("loss.loss_bad"), loss_bad)?;
+        if let Some(i) = self.jitter_interval_us {
+            check_range(f("jitter_interval_us"), i, 1, MAX_DELAY_US)
+                .map_err(|e| annotate(e, " (null = the default)"))?;
+        }
+        validate_loss(&self.loss, &f("loss"))?;
+        validate_loss(&self.loss_after, &f("loss_after"))?;
+        check_prob(f("duplicate"), self.duplicate)?;
+        check_prob(f("corrupt"), self.corrupt)?;
+        check_prob(f("reorder_prob"), self.reorder_prob)?;
+        check_range(
+            f("reorder_gap"),
+            u64::from(self.reorder_gap),
+            1,
+            u64::from(u32::MAX),
+        )?;
+        if self.reorder_prob > 0.0 && self.delay_us == 0 {
+            return Err(ConfigError::field(
+                f("reorder_prob"),
+                "needs delay_us > 0 (a reordered packet skips the delay), as in netem",
+            ));
+        }
+        let o = i64::from(self.overhead_bytes);
+        if !(MIN_OVERHEAD..=MAX_OVERHEAD).contains(&o) {
+            return Err(ConfigError::field(
+                f("overhead_bytes"),
+                format!("must be in [{MIN_OVERHEAD}, {MAX_OVERHEAD}], got {o}"),
+            ));
+        }
+        check_range(f("mpu_bytes"), u64::from(self.mpu_bytes), 0, MAX_MPU)?;
+        validate_qdisc(&self.qdisc, &f("qdisc"))?;
+        if let Some(s) = &self.slot {
+            check_range(f("slot.delay_us"), s.delay_us, 1, MAX_DELAY_US)?;
+            check_range(f("slot.jitter_us"), s.jitter_us, 0, MAX_DELAY_US)?;
+            if let Some(p) = s.packets {
+                check_range(f("slot.packets"), u64::from(p), 1, u64::from(u32::MAX))?;
+            }
+            if let Some(b) = s.bytes {
+                check_range(f("slot.bytes"), b, 1, u64::MAX)?;
             }
         }
         if let Some(n) = self.queue_limit_packets {
@@ -84,6 +115,72 @@ impl DirectionConfig {
             validate_trace(t, &f("trace_ms"))?;
         }
         Ok(())
+    }
+}
+
+fn validate_loss(l: &LossConfig, path: &str) -> Result<(), ConfigError> {
+    match *l {
+        LossConfig::None => Ok(()),
+        LossConfig::Bernoulli { p } => check_prob(format!("{path}.p"), p),
+        LossConfig::GilbertElliott {
+            p,
+            r,
+            loss_good,
+            loss_bad,
+        } => {
+            check_prob(format!("{path}.p"), p)?;
+            check_prob(format!("{path}.r"), r)?;
+            check_prob(format!("{path}.loss_good"), loss_good)?;
+            check_prob(format!("{path}.loss_bad"), loss_bad)
+        }
+    }
+}
+
+fn validate_qdisc(q: &QdiscConfig, path: &str) -> Result<(), ConfigError> {
+    let f = |n: &str| format!("{path}.{n}");
+    match *q {
+        QdiscConfig::DropTail | QdiscConfig::DropHead => Ok(()),
+        QdiscConfig::Codel {
+            target_us,
+            interval_us,
+            ..
+        } => {
+            check_range(f("target_us"), target_us, 1, MAX_DELAY_US)?;
+            check_range(f("interval_us"), interval_us, 1, MAX_DELAY_US)
+        }
+        QdiscConfig::FqCodel {
+            target_us,
+            interval_us,
+            flows,
+            quantum,
+            ..
+        } => {
+            check_range(f("target_us"), target_us, 1, MAX_DELAY_US)?;
+            check_range(f("interval_us"), interval_us, 1, MAX_DELAY_US)?;
+            check_range(f("flows"), u64::from(flows), 1, 65_536)?;
+            check_range(f("quantum"), u64::from(quantum), 256, 1 << 20)
+        }
+        QdiscConfig::Pie {
+            target_us,
+            tupdate_us,
+            alpha,
+            beta,
+            max_burst_us,
+            ..
+        } => {
+            check_range(f("target_us"), target_us, 1, MAX_DELAY_US)?;
+            check_range(f("tupdate_us"), tupdate_us, 1_000, MAX_DELAY_US)?;
+            check_range(f("max_burst_us"), max_burst_us, 0, MAX_DELAY_US)?;
+            for (name, v) in [("alpha", alpha), ("beta", beta)] {
+                if !(v.is_finite() && (0.0..=2.0).contains(&v)) {
+                    return Err(ConfigError::field(
+                        f(name),
+                        format!("must be in [0, 2], got {v}"),
+                    ));
+                }
+            }
+            Ok(())
+        }
     }
 }
 

@@ -57,11 +57,26 @@ fn api_round_trip() {
     assert_eq!(applied.uplink.delay_us, 20_000);
     assert_eq!(*shared.config.lock().unwrap(), applied);
 
+    // keep_state continues the streams of the seed in force: another seed is refused, one line.
+    let other = br#"{"seed": 6, "keep_state": true}"#;
+    let (s, b) = request(&addr, "PUT", "/config", Some(other)).unwrap();
+    let msg = String::from_utf8(b).unwrap();
+    assert_eq!(s, 400, "{msg}");
+    assert!(
+        msg.starts_with("keep_state: ") && msg.trim_end().lines().count() == 1,
+        "{msg}"
+    );
+    let same = br#"{"seed": 5, "keep_state": true, "uplink": {"delay_us": 30000}}"#;
+    let (s, _) = request(&addr, "PUT", "/config", Some(same)).unwrap();
+    assert_eq!(s, 200);
+    let (s, _) = request(&addr, "PUT", "/config", Some(good)).unwrap();
+    assert_eq!(s, 200);
+
     let (s, b) = request(&addr, "GET", "/metrics", None).unwrap();
     assert_eq!(s, 200);
     let text = String::from_utf8(b).unwrap();
     assert!(
-        text.contains("quiclab_link_config_applied_total 1\n"),
+        text.contains("quiclab_link_config_applied_total 3\n"),
         "{text}"
     );
 

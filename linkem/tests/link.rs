@@ -4,7 +4,7 @@ mod common;
 
 use common::packet;
 use linkem::link::{Link, LinkVerdict};
-use linkem::stats::Direction;
+use linkem::stats::{Direction, DropCause};
 use linkem::{Config, Time};
 
 fn to(dst: [u8; 4], seq: u64) -> Vec<u8> {
@@ -29,10 +29,16 @@ fn directions_and_passthrough() {
         link.push(to([10, 71, 1, 5], 1), Time::ZERO),
         LinkVerdict::Accepted(Direction::Downlink)
     );
-    assert!(matches!(
+    assert_eq!(
         link.push(to([10, 71, 2, 5], 2), Time::ZERO),
-        LinkVerdict::Dropped(Direction::Uplink, _)
-    ));
+        LinkVerdict::Accepted(Direction::Uplink)
+    );
+    let (dir, cause, buf) = link.pop_drop().expect("the uplink's loss dropped it");
+    assert_eq!(
+        (dir, cause, common::seq_of(&buf)),
+        (Direction::Uplink, DropCause::Loss, 2)
+    );
+    assert!(link.pop_drop().is_none());
     assert_eq!(
         link.push(to([192, 0, 2, 1], 3), Time::ZERO),
         LinkVerdict::Accepted(Direction::Other)
@@ -68,4 +74,32 @@ fn directions_and_passthrough() {
     let s = link.snapshot(Time::from_millis(2));
     assert_eq!(s.config_applied_total, 2);
     assert_eq!(s.gauges[0].rate_bps, 8_000_000);
+}
+
+#[test]
+fn one_instant_for_both_directions_of_a_change() {
+    // Outages in both directions, anchored where the change is applied: a
+    // packet 1 ms after the change is dropped in both, 11 ms after in neither.
+    let mut link = Link::new(
+        "10.71.1.0/24".parse().unwrap(),
+        "10.71.2.0/24".parse().unwrap(),
+        Config::default(),
+        Time::ZERO,
+    );
+    let out = r#"{"outages": {"period_ms": 1000, "down_ms": 10}}"#;
+    let cfg = Config::from_json(&format!(r#"{{"downlink": {out}, "uplink": {out}}}"#)).unwrap();
+    let at = Time::from_millis(500);
+    link.reconfigure(cfg, at);
+    for (dst, dir) in [
+        ([10, 71, 1, 5], Direction::Downlink),
+        ([10, 71, 2, 5], Direction::Uplink),
+    ] {
+        link.push(to(dst, 1), Time::from_millis(501));
+        assert_eq!(
+            link.pop_drop().map(|d| (d.0, d.1)),
+            Some((dir, DropCause::Outage))
+        );
+        link.push(to(dst, 2), Time::from_millis(511));
+        assert!(link.pop_drop().is_none());
+    }
 }
