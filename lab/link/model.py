@@ -1,7 +1,9 @@
 """The link parameter model: per direction, validated. Shared by both backends (they must agree on meaning).
 
 Directions: `downlink` carries packets toward the client (server -> client), `uplink` toward the server.
-Pipeline per direction, in this order: outage -> loss -> drop-tail queue + rate -> delay + jitter.
+Pipeline per direction, in this order (linkem/README.md has the exact semantics):
+outage -> duplicate -> loss -> corrupt -> reorder pick -> queue discipline -> rate (overhead/mpu) -> loss after
+the link -> delay + jitter -> slots.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 Seconds = Annotated[float, Field(ge=0.0, le=60.0)]
+PositiveSeconds = Annotated[float, Field(gt=0.0, le=60.0)]
 JitterDist = Literal["uniform", "normal", "pareto", "paretonormal"]
 MIN_QUEUE_BYTES = 64 * 1024
 MIN_QUEUE_RTT_S = 0.010
+MTU_BYTES = 1500
 
 
 class _Strict(BaseModel):
@@ -98,15 +102,89 @@ class RateSchedule(_Strict):
         return sum((end - t) * r for (t, r), end in zip(self.steps, ends, strict=True)) / self.period_s
 
 
+class DropTail(_Strict):
+    """FIFO; an arriving packet that does not fit is dropped."""
+
+    kind: Literal["drop_tail"] = "drop_tail"
+
+
+class DropHead(_Strict):
+    """FIFO; the oldest waiting packets are dropped to make room for an arriving one."""
+
+    kind: Literal["drop_head"] = "drop_head"
+
+
+class Codel(_Strict):
+    """CoDel (RFC 8289): drop (or ECN-mark) once the sojourn time stayed above target for an interval."""
+
+    kind: Literal["codel"] = "codel"
+    target_s: PositiveSeconds = 0.005
+    interval_s: PositiveSeconds = 0.100
+    ecn: bool = False
+
+
+class FqCodel(_Strict):
+    """fq_codel (RFC 8290): per-flow queues, deficit round robin of `quantum` IP bytes, CoDel per flow."""
+
+    kind: Literal["fq_codel"] = "fq_codel"
+    target_s: PositiveSeconds = 0.005
+    interval_s: PositiveSeconds = 0.100
+    ecn: bool = True
+    flows: Annotated[int, Field(ge=1, le=65536)] = 1024
+    quantum: Annotated[int, Field(ge=256, le=1 << 20)] = 1500
+
+
+class Pie(_Strict):
+    """PIE (RFC 8033, Linux sch_pie): early drop with a probability steered toward `target` queue delay."""
+
+    kind: Literal["pie"] = "pie"
+    target_s: PositiveSeconds = 0.015
+    tupdate_s: Annotated[float, Field(ge=0.001, le=60.0)] = 0.015
+    alpha: Annotated[float, Field(ge=0.0, le=2.0)] = 0.125
+    beta: Annotated[float, Field(ge=0.0, le=2.0)] = 1.25
+    max_burst_s: Seconds = 0.150
+    ecn: bool = False
+    bytemode: bool = False
+
+
+Qdisc = Annotated[DropTail | DropHead | Codel | FqCodel | Pie, Field(discriminator="kind")]
+QDISC_KINDS = ("drop_tail", "drop_head", "codel", "fq_codel", "pie")
+
+
+class Slot(_Strict):
+    """netem `slot`: packets leave only at slot instants, `delay_s` (+ jitter) apart, each passing at most `packets`
+    packets and `bytes` bytes."""
+
+    delay_s: PositiveSeconds
+    jitter_s: Seconds = 0.0
+    dist: JitterDist = "uniform"
+    packets: Annotated[int, Field(gt=0, lt=2**32)] | None = None
+    bytes: Annotated[int, Field(gt=0)] | None = None
+
+
 class Direction(_Strict):
     rate_bps: Annotated[int, Field(gt=0, le=10**12)] | None = None
     delay_s: Seconds = 0.0
     jitter_s: Seconds = 0.0
     jitter_dist: JitterDist = "uniform"
+    # With order kept, how long each value of the delay process holds (None: 5 x jitter, at least 1 ms)
+    jitter_interval_s: PositiveSeconds | None = None
     reorder: bool = False
+    # netem `reorder P gap N`: once gap-1 packets were delayed normally, each skips the delay with probability P
+    reorder_prob: Probability = 0.0
+    reorder_gap: Annotated[int, Field(ge=1, lt=2**32)] = 1
     loss: Loss = NoLoss()
+    loss_after: Loss = NoLoss()  # after the link (radio-like): the lost packet used link time
+    loss_ecn: bool = False  # netem `ecn`: a loss event marks an ECN-capable packet CE instead of dropping it
+    duplicate: Probability = 0.0
+    corrupt: Probability = 0.0
     queue_packets: Annotated[int, Field(gt=0)] | None = None
     queue_bytes: Annotated[int, Field(gt=0)] | None = None
+    queue_bdp: Annotated[float, Field(gt=0.0, le=1000.0)] | None = None  # bytes = this x the path's BDP
+    qdisc: Qdisc = DropTail()
+    overhead_bytes: Annotated[int, Field(ge=-1500, le=65535)] = 0
+    mpu_bytes: Annotated[int, Field(ge=0, le=65535)] = 0
+    slot: Slot | None = None
     outage: Outage | None = None
     rate_schedule: RateSchedule | None = None
     trace_ms: list[int] | None = None
@@ -117,6 +195,10 @@ class Direction(_Strict):
         if t is not None and (not t or t[-1] <= 0 or any(b < a for a, b in itertools.pairwise(t))
                               or t[0] < 0):
             raise ValueError("a mahimahi trace must be non-decreasing millisecond timestamps ending above 0")
+        if self.reorder_prob > 0 and self.delay_s <= 0:
+            raise ValueError("reorder_prob needs a delay (a reordered packet skips the delay), as in netem")
+        if self.queue_bdp is not None and (self.queue_bytes is not None or self.queue_packets is not None):
+            raise ValueError("give the queue in BDPs or in bytes/packets, not both")
         return self
 
     @property
@@ -136,16 +218,21 @@ class Direction(_Strict):
             return float(max(r for _, r in self.rate_schedule.steps))
         return self.rate_bps
 
-    @property
-    def queue_limit_bytes(self) -> int | None:
-        """The byte limit in force: the one given, else one bandwidth-delay product (same rule as linkem's):
-        max(64 KiB, peak rate / 8 * max(2 * delay, 10 ms)); None when the rate is unlimited."""
+    def queue_limit_bytes_for(self, rtt_s: float) -> int | None:
+        """The byte limit in force on a path with round-trip time `rtt_s`: the one given; `queue_bdp` x the
+        bandwidth-delay product (at least one packet); else one BDP (linkem's default rule):
+        max(64 KiB, peak rate / 8 * max(rtt, 10 ms)). None when the rate is unlimited or only packets are given."""
         if self.queue_bytes is not None or self.queue_packets is not None:
             return self.queue_bytes
         rate = self.peak_rate_bps
         if rate is None:
             return None
-        return max(MIN_QUEUE_BYTES, int(rate / 8 * max(2 * self.delay_s, MIN_QUEUE_RTT_S)))
+        bdp = rate / 8 * max(rtt_s, MIN_QUEUE_RTT_S)
+        if self.queue_bdp is not None:
+            return max(MTU_BYTES, int(bdp * self.queue_bdp))
+        return max(MIN_QUEUE_BYTES, int(bdp))
+
+
 
 
 class Link(_Strict):
@@ -154,8 +241,15 @@ class Link(_Strict):
     downlink: Direction = Direction()
     uplink: Direction = Direction()
     seed: Annotated[int, Field(ge=0, lt=2**64)] = 1
+    # Applying this link continues the random streams and Gilbert-Elliott states in force (a change in the middle of
+    # a transfer) instead of restarting them from the seed (linkem only; the seed must then stay the same).
+    keep_state: bool = False
 
     @property
     def rtt_s(self) -> float:
         """Base round-trip time the link adds (without queueing)."""
         return self.downlink.delay_s + self.uplink.delay_s
+
+    def queue_limit_bytes(self, d: Direction) -> int | None:
+        """`d`'s byte limit in force, the default sized from the whole path's RTT (both directions' delays)."""
+        return d.queue_limit_bytes_for(self.rtt_s)

@@ -4,9 +4,13 @@ inside the router with netem (+ tbf), with linkem's semantics as far as netem al
 Topology: the downlink (toward the client) is shaped on the egress of the router's client-side interface, the
 uplink (toward the server) on the egress of the server-side interface. Per impaired direction:
 
-    tc qdisc replace dev IF root handle 1: netem limit N [delay D [J [distribution X]]] [loss ...]
+    tc qdisc replace dev IF root handle 1: netem limit N [delay D [J [distribution X]]] [loss ...] [ecn]
+                                               [duplicate P] [corrupt P] [reorder P gap G] [slot ...]
                                                [rate 100000000000bit] seed S
-    tc qdisc replace dev IF parent 1:1 handle 10: tbf rate Rbit burst B limit Q     (only with a rate)
+    tc qdisc replace dev IF parent 1:1 handle 10: tbf rate Rbit burst B limit Q [overhead O mpu M]
+                                                                                     (only with a rate)
+    tc qdisc replace dev IF parent 10:1 handle 20: codel|fq_codel|pie|pfifo_head_drop ...
+                                                    (only with a rate and a queue discipline other than drop-tail)
 
 Applying a link = run `clear_commands()` (delete both root qdiscs; they fail harmlessly when nothing is
 installed, so their errors are ignored), then every command of `plan().commands`, each of which must succeed.
@@ -69,9 +73,29 @@ Deviations from linkem (everything else has the same meaning):
     500 bytes as a conservative average size; rate = the peak rate, or 10 Gbit/s, about what the router's
     veths forward without offloads, when unlimited), plus tbf's byte limit / 64 bytes (a queue full of
     minimum-size frames, for kernels that count the child's packets), and at least 1000 (netem's default).
+  * Jitter with order kept. linkem draws the delay from a process in time (a value per `jitter_interval`,
+    falls as ramps), so the delivered delays have the configured mean and spread at any packet rate. netem draws
+    per packet and keeps order with its rate (time_to_send = max(own, last)), so the delivered mean grows with
+    the packet rate (20 +- 5 ms uniform: ~21.9 ms at one packet per ms, ~24.6 ms at 1 Gbit/s spacing) and the
+    data direction sees more delay than the ACKs. An explicit `jitter_interval` is refused (netem has none).
+  * Duplication, corruption, reordering: the same netem options (`duplicate`, `corrupt`, `reorder P gap G`),
+    same order of decisions. netem flips a bit anywhere in the packet (a flip in the IPv4 header makes the next
+    hop drop it); linkem only past the IP header (the receiver's checksum drops it).
+  * Slots: `slot MIN MAX` (uniform: MIN/MAX = delay -+ jitter) or `slot distribution DIST DELAY JITTER`, with
+    `packets`/`bytes`. netem draws the next slot from the moment a packet asks after an idle period; linkem's
+    slots run in time regardless of the traffic.
+  * Overhead/mpu: tbf's `overhead`/`mpu` (size table) on top of the 14-byte Ethernet header it counts anyway.
+  * Queue disciplines: a child of tbf. CoDel/fq_codel/PIE/pfifo_head_drop count their limit in packets: a byte
+    limit becomes bytes / 1500 packets (at least 1). fq_codel's quantum counts Ethernet frames (linkem's quantum
+    + 14). PIE's alpha and beta are in 1/16 steps (rounded). Refused: a PIE `max_burst` other than 150 ms (fixed
+    in Linux). Without a rate there is no queue, in linkem as in netem, so no discipline is installed.
   * Not expressible with a static netem/tbf set-up, so `plan` refuses them (NetemUnsupported, exit 2):
-    outages, rate schedules (spikes), mahimahi traces, and jitter above 2^31-1 ns. A zero-length outage is a
-    no-op and is accepted.
+    outages, rate schedules (spikes), mahimahi traces, jitter above 2^31-1 ns, loss after the link (netem's
+    loss acts before its queue), an explicit jitter_interval, a PIE max_burst other than 150 ms, a negative
+    overhead with a rate (tbf's is unsigned), and keep_state (every application deletes the qdiscs). A
+    zero-length outage is a no-op and is accepted.
+  * Calibration: the part of each direction's delay the lab's own path adds (lab/link/calibrate.py) is
+    subtracted from netem's delay too, as linkem does.
 """
 
 from __future__ import annotations
@@ -81,7 +105,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lab.errors import UsageError
-from lab.link.model import Bernoulli, Direction, GilbertElliott, Link, Loss
+from lab.link.model import Bernoulli, Direction, GilbertElliott, JitterDist, Link, Loss, Pie
+from lab.link.netem_queue import queue_commands
 
 DOWNLINK_SEED_OFFSET = 0
 UPLINK_SEED_OFFSET = 1
@@ -122,9 +147,10 @@ class NetemUnsupported(UsageError):
     """The link uses a feature static netem cannot emulate (exit 2)."""
 
 
-def plan(link: Link, client_if: str, server_if: str) -> NetemPlan:
+def plan(link: Link, client_if: str, server_if: str, path_delay_s: tuple[float, float] = (0.0, 0.0)) -> NetemPlan:
     """The tc commands that make the router's egress behave like `link`, to run after `clear_commands()`;
-    only impaired directions get commands. Raises NetemUnsupported for what netem cannot do."""
+    only impaired directions get commands. `path_delay_s` = (downlink, uplink) delay the lab's own path adds
+    (subtracted from netem's delay). Raises NetemUnsupported for what netem cannot do."""
     _check_interfaces(client_if, server_if)
     problems = _unsupported(link)
     if problems:
@@ -132,11 +158,11 @@ def plan(link: Link, client_if: str, server_if: str) -> NetemPlan:
         raise NetemUnsupported(f"netem backend cannot emulate {name} ({why}): use --shaper linkem")
     commands: list[list[str]] = []
     notes: list[str] = []
-    for name, dev, d, seed in _directions(link, client_if, server_if):
+    for (name, dev, d, seed), path in zip(_directions(link, client_if, server_if), path_delay_s, strict=True):
         if not _impaired(d):
             notes.append(f"{name} ({dev}): no impairment, no netem (the interface keeps its default qdisc)")
             continue
-        cmds, why = _direction_commands(name, dev, d, seed)
+        cmds, why = _direction_commands(name, dev, d, seed, link.queue_limit_bytes(d), path)
         commands += cmds
         notes += why
     if any(_impaired(d) for _, _, d, _ in _directions(link, client_if, server_if)):
@@ -216,6 +242,16 @@ def _unsupported(link: Link) -> list[tuple[str, str]]:
             out.append((f"{name}.trace_ms", "a mahimahi delivery trace"))
         if _ns(d.jitter_s) > NETEM_MAX_JITTER_NS:
             out.append((f"{name}.jitter_s", "jitter above 2.147 s, netem caps it at 2^31-1 ns"))
+        if d.loss_after.mean > 0:
+            out.append((f"{name}.loss_after", "loss after the link, netem's loss acts before its queue"))
+        if d.jitter_interval_s is not None:
+            out.append((f"{name}.jitter_interval_s", "a delay process in time, netem draws jitter per packet"))
+        if d.rate_bps is not None and d.overhead_bytes < 0:
+            out.append((f"{name}.overhead_bytes", "a negative overhead, tbf's is unsigned"))
+        if isinstance(d.qdisc, Pie) and abs(d.qdisc.max_burst_s - 0.150) > 1e-9:
+            out.append((f"{name}.qdisc.max_burst_s", "a PIE burst allowance other than Linux's fixed 150 ms"))
+    if link.keep_state:
+        out.append(("keep_state", "continuing random streams, netem's qdiscs are replaced at every change"))
     return out
 
 
@@ -228,29 +264,38 @@ def _ns(seconds: float) -> int:
 
 
 def _impaired(d: Direction) -> bool:
-    return d.rate_bps is not None or _us(d.delay_s) > 0 or _us(d.jitter_s) > 0 or d.loss.mean > 0
+    return (d.rate_bps is not None or _us(d.delay_s) > 0 or _us(d.jitter_s) > 0 or d.loss.mean > 0
+            or d.duplicate > 0 or d.corrupt > 0 or d.slot is not None)
 
 
-def _direction_commands(name: str, dev: str, d: Direction, seed: int) -> tuple[list[list[str]], list[str]]:
-    limit, limit_why = _netem_limit(d)
-    netem, notes = _netem_args(d, seed)
+def _direction_commands(name: str, dev: str, d: Direction, seed: int, queue_bytes: int | None, path_delay_s: float
+                        ) -> tuple[list[list[str]], list[str]]:
+    limit, limit_why = _netem_limit(d, queue_bytes)
+    netem, notes = _netem_args(d, seed, path_delay_s)
     notes = [f"{name} ({dev}): {n}" for n in [f"netem limit {limit} packets ({limit_why})", *notes]]
     cmds = [["tc", "qdisc", "replace", "dev", dev, "root", "handle", ROOT_HANDLE, "netem",
              "limit", str(limit), *netem]]
     if d.rate_bps is not None:
         burst = _tbf_burst(d.rate_bps)
-        queue, queue_why = _queue_bytes(d)
+        queue, queue_why = _queue_bytes(d, queue_bytes)
+        size = (["overhead", str(d.overhead_bytes)] if d.overhead_bytes else []) + (
+            ["mpu", str(d.mpu_bytes)] if d.mpu_bytes else [])
         cmds.append(["tc", "qdisc", "replace", "dev", dev, "parent", NETEM_CLASS, "handle", TBF_HANDLE, "tbf",
-                     "rate", f"{d.rate_bps}bit", "burst", str(burst), "limit", str(queue)])
+                     "rate", f"{d.rate_bps}bit", "burst", str(burst), "limit", str(queue), *size])
         notes.append(f"{name} ({dev}): tbf burst {burst} bytes (max(2 frames, 1 ms at the rate)), "
                      f"limit {queue} bytes ({queue_why}); tbf counts 14-byte Ethernet headers too")
+        child, why = queue_commands(dev, TBF_HANDLE, d, d.queue_packets, queue_bytes)
+        cmds += child
+        notes += [f"{name} ({dev}): {n}" for n in why]
     return cmds, notes
 
 
-def _netem_args(d: Direction, seed: int) -> tuple[list[str], list[str]]:
+def _netem_args(d: Direction, seed: int, path_delay_s: float = 0.0) -> tuple[list[str], list[str]]:
     args: list[str] = []
     notes: list[str] = []
-    delay_us, jitter_us = _us(d.delay_s), _us(d.jitter_s)
+    delay_us, jitter_us = max(0, _us(d.delay_s) - _us(path_delay_s)), _us(d.jitter_s)
+    if path_delay_s > 0:
+        notes.append(f"delay {delay_us} us: {_us(d.delay_s)} us minus the lab's own path ({_us(path_delay_s)} us)")
     if jitter_us > 0:
         if d.jitter_dist != "uniform" and delay_us == 0:
             delay_us = 1
@@ -261,11 +306,36 @@ def _netem_args(d: Direction, seed: int) -> tuple[list[str], list[str]]:
     elif delay_us > 0:
         args += ["delay", f"{delay_us}us"]
     args += _loss_args(d.loss)
+    if d.loss_ecn and d.loss.mean > 0:
+        args += ["ecn"]
+    if d.duplicate > 0:
+        args += ["duplicate", _pct(d.duplicate)]
+    if d.corrupt > 0:
+        args += ["corrupt", _pct(d.corrupt)]
+    if d.reorder_prob > 0:
+        args += ["reorder", _pct(d.reorder_prob), "gap", str(d.reorder_gap)]
+    if d.slot is not None:
+        args += _slot_args(d.slot.delay_s, d.slot.jitter_s, d.slot.dist, d.slot.packets, d.slot.bytes)
     if jitter_us > 0 and not d.reorder:
         args += ["rate", f"{ORDER_KEEPING_RATE_BPS}bit"]
-        notes.append(f"netem rate {ORDER_KEEPING_RATE_BPS}bit keeps packets in order despite jitter")
+        notes.append(f"netem rate {ORDER_KEEPING_RATE_BPS}bit keeps packets in order despite jitter "
+                     "(per-packet jitter held in order: the mean delay grows with the packet rate, unlike linkem's)")
     args += ["seed", str(seed)]
     return args, notes
+
+
+def _slot_args(delay_s: float, jitter_s: float, dist: JitterDist, packets: int | None, nbytes: int | None
+               ) -> list[str]:
+    if dist == "uniform" or jitter_s == 0:
+        lo, hi = max(0, _us(delay_s - jitter_s)), _us(delay_s + jitter_s)
+        args = ["slot", f"{lo}us", f"{hi}us"]
+    else:
+        args = ["slot", "distribution", dist, f"{_us(delay_s)}us", f"{_us(jitter_s)}us"]
+    if packets is not None:
+        args += ["packets", str(packets)]
+    if nbytes is not None:
+        args += ["bytes", str(nbytes)]
+    return args
 
 
 def _loss_args(loss: Loss) -> list[str]:
@@ -289,24 +359,26 @@ def _tbf_burst(rate_bps: int) -> int:
     return min(U32_MAX, max(TBF_MIN_BURST_BYTES, math.ceil(rate_bps / 8 * TBF_BURST_S)))
 
 
-def _queue_bytes(d: Direction) -> tuple[int, str]:
+def _queue_bytes(d: Direction, queue_bytes: int | None) -> tuple[int, str]:
     limits: list[tuple[int, str]] = []
     if d.queue_packets is not None:
         limits.append((d.queue_packets * QUEUE_PACKET_BYTES, f"{d.queue_packets} packets x 1500 bytes"))
-    if d.queue_limit_bytes is not None:
-        given = d.queue_bytes is not None
-        limits.append((d.queue_limit_bytes, "as given" if given else "one BDP, the model's default"))
+    if queue_bytes is not None:
+        given = "as given" if d.queue_bytes is not None else (
+            f"{d.queue_bdp:g} x the path's BDP" if d.queue_bdp is not None else "one BDP of the path, the default")
+        limits.append((queue_bytes, given))
     if not limits:
         raise ValueError("a queue limit needs a rate")
     n, why = min(limits)
     return min(n, U32_MAX), why
 
 
-def _netem_limit(d: Direction) -> tuple[int, str]:
+def _netem_limit(d: Direction, queue_bytes: int | None) -> tuple[int, str]:
     rate = d.peak_rate_bps or UNLIMITED_RATE_BPS
-    hold_s = d.delay_s + NETEM_MAX_SIGMAS * d.jitter_s
-    in_delay_line = NETEM_LIMIT_HEADROOM * rate / 8 * hold_s / NETEM_AVG_PACKET_BYTES
-    in_queue = _queue_bytes(d)[0] / MIN_FRAME_BYTES if d.rate_bps is not None else 0.0
+    slot_s = 0.0 if d.slot is None else d.slot.delay_s + NETEM_MAX_SIGMAS * d.slot.jitter_s
+    hold_s = d.delay_s + NETEM_MAX_SIGMAS * d.jitter_s + slot_s
+    in_delay_line = NETEM_LIMIT_HEADROOM * rate / 8 * hold_s / NETEM_AVG_PACKET_BYTES * (1 + d.duplicate)
+    in_queue = _queue_bytes(d, queue_bytes)[0] / MIN_FRAME_BYTES if d.rate_bps is not None else 0.0
     limit = min(U32_MAX, max(NETEM_MIN_LIMIT, math.ceil(in_delay_line + in_queue)))
     parts = ["never the drop point: 2x the delay line in 500-byte packets"]
     if d.rate_bps is not None:

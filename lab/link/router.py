@@ -58,3 +58,11 @@ def path(fresh: bool = False) -> str:
 def set_path(which: str) -> None:
     run("quiclab-router", "path", which)
     _path["now"] = which
+
+
+def start_identity() -> str:
+    """Identifies the router container's current start: its init process's start time (clock ticks since the host
+    booted) and the host's boot id; changes whenever the router (re)starts."""
+    stat = run("cat", "/proc/1/stat", "/proc/sys/kernel/random/boot_id").strip().splitlines()
+    fields = stat[0].rpartition(")")[2].split()
+    return f"{stat[-1].strip()}:{fields[19]}"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lab.errors import EnvironmentProblem, UsageError
-from lab.link import linkem, netem, router
+from lab.link import calibrate, linkem, netem, router
 from lab.link.model import Link
 
 Backend = Literal["netem", "linkem"]
@@ -47,14 +47,14 @@ def apply(link: Link, requested: str = "auto") -> tuple[Choice, Link]:
     choice = choose(requested, link)
     ifs = router.interfaces()
     if choice.backend == "linkem":
-        in_force = linkem.apply(link)
+        in_force = linkem.apply(link, calibrate.path_delays("linkem"))
         if router.path() != "linkem":  # switching from kernel forwarding (and netem, if it shaped)
             if router.has_netem():
                 for cmd in netem.clear_commands(ifs.client_side, ifs.server_side):
                     router.try_run(*cmd)
             router.set_path("linkem")
         return choice, in_force
-    plan = netem.plan(link, ifs.client_side, ifs.server_side)
+    plan = netem.plan(link, ifs.client_side, ifs.server_side, calibrate.path_delays("kernel"))
     linkem.apply(Link())  # linkem idles unimpaired while netem shapes (and if the path is switched back)
     router.set_path("kernel")
     for cmd in netem.clear_commands(ifs.client_side, ifs.server_side):
@@ -64,6 +64,14 @@ def apply(link: Link, requested: str = "auto") -> tuple[Choice, Link]:
         if code != 0:
             raise EnvironmentProblem(f"tc failed ({err}) for: {' '.join(cmd)}")
     return choice, link
+
+
+def calibration_line(backend: Backend) -> str:
+    """What `quiclab shape --show` says about the lab's own path subtracted from the delays."""
+    if not calibrate.enabled():
+        return f"lab path: not subtracted ({calibrate.ENV_CALIBRATE}=off)"
+    bp = calibrate.load().get("linkem" if backend == "linkem" else "kernel")
+    return bp.line() if bp is not None else "lab path: not measured yet (the next link applied measures it)"
 
 
 def in_force() -> tuple[Backend, Link | str]:

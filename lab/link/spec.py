@@ -7,11 +7,14 @@ Keys (each applies to both directions unless given in a `down`/`up` override):
   reorder  yes|no: let jitter reorder packets (default no: order kept)
   loss     Bernoulli loss: 0.1%, 1%, 5%
   ge       Gilbert-Elliott loss "p,r[,loss_good,loss_bad]" in %: e.g. 1%,30% (p good->bad, r bad->good)
-  queue    drop-tail limit: 100p (packets) or 64kB / 1MiB (bytes); default one BDP
+  queue    queue limit: 100p (packets), 64kB / 1MiB (bytes) or 1.5bdp (x the path's bandwidth-delay product);
+           default one BDP (bytes: packets of different sizes get the same buffer)
   outage   "every:down[:offset]", e.g. 10s:200ms: link down for 200 ms every 10 s
   spikes   "every:duration:percent", e.g. 5s:200ms:10%: rate drops to 10 % for 200 ms every 5 s
   trace    a mahimahi packet-delivery trace file (one ms timestamp per 1500-byte opportunity)
   seed     random seed for loss and jitter (whole link only)
+  keep_state  yes: applying the link continues the random streams in force (whole link only; linkem)
+and the stage settings of lab/link/spec_stages.py (qdisc, duplicate, corrupt, reorder_prob, slot, ...).
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ from pydantic import ValidationError
 
 from lab.errors import UsageError
 from lab.link.model import Bernoulli, Direction, GilbertElliott, Link, NoLoss, Outage, RateSchedule
+from lab.link.spec_stages import STAGE_KEYS, parse_stages
 from lab.link.units import parse_duration, parse_percent, parse_rate
 from lab.sizes import parse_size
 
-DIRECTION_KEYS = ("rate", "delay", "jitter", "dist", "reorder", "loss", "ge", "queue", "outage", "spikes", "trace")
-LINK_KEYS = ("rtt", "seed", *DIRECTION_KEYS)
+DIRECTION_KEYS = ("rate", "delay", "jitter", "dist", "reorder", "loss", "ge", "queue", "outage", "spikes", "trace",
+                  *STAGE_KEYS)
+LINK_KEYS = ("rtt", "seed", "keep_state", *DIRECTION_KEYS)
 _TRUE = {"yes", "true", "on", "1"}
 _FALSE = {"no", "false", "off", "0"}
 
@@ -39,17 +44,20 @@ def parse_link(common: Spec, down: Spec | None = None, up: Spec | None = None) -
     _check_keys(common, LINK_KEYS, "link")
     _check_keys(down or {}, DIRECTION_KEYS, "downlink")
     _check_keys(up or {}, DIRECTION_KEYS, "uplink")
-    base = {k: v for k, v in common.items() if k not in ("rtt", "seed")}
+    base = {k: v for k, v in common.items() if k not in ("rtt", "seed", "keep_state")}
     if "rtt" in common:
         if "delay" in common:
             raise UsageError("give either rtt or delay, not both (rtt sets delay = rtt/2 in each direction)")
         base["delay"] = f"{parse_duration(str(common['rtt']), 'rtt') / 2}s"
     seed = _int(common.get("seed", 1), "seed", 0, 2**64 - 1)
+    keep = common.get("keep_state", False)
+    keep_state = keep if isinstance(keep, bool) else _bool(str(keep), "keep_state")
     try:
         return Link(
             downlink=_direction({**base, **(down or {})}, "downlink"),
             uplink=_direction({**base, **(up or {})}, "uplink"),
             seed=seed,
+            keep_state=keep_state,
         )
     except ValidationError as e:
         raise UsageError(_one_line(e)) from None
@@ -114,6 +122,7 @@ def _direction(spec: Spec, name: str) -> Direction:
         d["rate_schedule"] = _spikes(s["spikes"], d.get("rate_bps"), name)
     if "trace" in s:
         d["trace_ms"] = read_trace(Path(s["trace"]))
+    d.update(parse_stages(s, name, _gilbert_elliott))
     return Direction(**d)
 
 
@@ -146,8 +155,16 @@ def _gilbert_elliott(v: str, name: str) -> GilbertElliott:
     return GilbertElliott(**dict(zip(keys, nums, strict=False)))
 
 
-def _queue(v: str, name: str) -> dict[str, int]:
+def _queue(v: str, name: str) -> dict[str, int | float]:
     t = v.strip().lower()
+    if t.endswith("bdp"):
+        try:
+            bdp = float(t[:-3])
+        except ValueError:
+            bdp = -1.0
+        if not 0 < bdp <= 1000:
+            raise UsageError(f"invalid {name} queue {v!r}: expected a multiple of the BDP above 0, e.g. 1bdp, 1.5bdp")
+        return {"queue_bdp": bdp}
     if t.endswith("p") and t[:-1].isdigit():
         n = int(t[:-1])
         if n <= 0:
@@ -156,7 +173,8 @@ def _queue(v: str, name: str) -> dict[str, int]:
     try:
         n = parse_size(v)
     except UsageError:
-        raise UsageError(f"invalid {name} queue {v!r}: expected packets (100p) or bytes (64kB, 1MiB)") from None
+        raise UsageError(f"invalid {name} queue {v!r}: expected packets (100p), bytes (64kB, 1MiB) "
+                         "or BDPs (1.5bdp)") from None
     if n < 1500:
         raise UsageError(f"invalid {name} queue {v!r}: must hold at least one 1500-byte packet")
     return {"queue_bytes": n}

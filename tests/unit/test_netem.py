@@ -44,7 +44,7 @@ def _after(cmd: list[str], key: str, n: int) -> list[str]:
 def test_connectify_like_link_exact_commands():
     link = parse_link({"rtt": "160ms", "rate": "5mbit", "loss": "1%"})
     p = plan(link, CLIENT, SERVER)
-    q = link.downlink.queue_limit_bytes
+    q = link.queue_limit_bytes(link.downlink)
     assert q == 100000
     limit = _opt(_netem(p, CLIENT), "limit")
     assert p.commands == [
@@ -137,7 +137,7 @@ def test_tbf_limit_is_the_models_queue_limit():
                  {"rate": "1mbit"}, {"rate": "10mbit", "queue": "256kB"}):
         link = parse_link(spec)
         tbf = _tbf(plan(link, CLIENT, SERVER), CLIENT)
-        assert int(_opt(tbf, "limit")) == link.downlink.queue_limit_bytes
+        assert int(_opt(tbf, "limit")) == link.queue_limit_bytes(link.downlink)
 
 
 def test_tbf_limit_in_packets_is_packets_times_1500():
@@ -171,7 +171,7 @@ def test_netem_limit_covers_the_delay_line_and_the_tbf_queue():
     link = parse_link({"rate": "100mbit", "rtt": "400ms"})
     n = int(_opt(_netem(plan(link, CLIENT, SERVER), CLIENT), "limit"))
     in_flight_full_size = 100e6 / 8 * 0.2 / 1500
-    queued_min_size = link.downlink.queue_limit_bytes / 64
+    queued_min_size = link.queue_limit_bytes(link.downlink) / 64
     assert n >= 2 * in_flight_full_size + queued_min_size
 
 
@@ -284,3 +284,87 @@ def test_supported_link_has_no_unsupported_features():
 ])
 def test_classify_tc_error(stderr, kind):
     assert classify_tc_error(stderr) == kind
+
+
+def _child(p: NetemPlan, dev: str) -> list[str] | None:
+    cmds = [c for c in p.commands if c[4] == dev and "parent" in c and c[c.index("parent") + 1] == "10:1"]
+    assert len(cmds) <= 1
+    return cmds[0] if cmds else None
+
+
+def test_duplicate_corrupt_reorder_map_to_netem_options():
+    cmd = _netem(_plan({"delay": "10ms", "duplicate": "1%", "corrupt": "0.1%", "reorder_prob": "25%",
+                        "reorder_gap": "5"}), CLIENT)
+    assert _after(cmd, "duplicate", 1) == ["1%"]
+    assert _after(cmd, "corrupt", 1) == ["0.1%"]
+    assert _after(cmd, "reorder", 3) == ["25%", "gap", "5"]
+
+
+def test_loss_ecn_maps_to_netem_ecn_only_with_loss():
+    assert "ecn" in _netem(_plan({"loss": "1%", "loss_ecn": "yes"}), CLIENT)
+    assert "ecn" not in _netem(_plan({"delay": "1ms", "loss_ecn": "yes"}), CLIENT)
+
+
+@pytest.mark.parametrize(("slot", "want"), [
+    ("5ms", ["slot", "5000us", "5000us"]),
+    ("5ms:1ms:packets=4", ["slot", "4000us", "6000us", "packets", "4"]),
+    ("5ms:1ms:normal:bytes=6000", ["slot", "distribution", "normal", "5000us", "1000us", "bytes", "6000"]),
+])
+def test_slot_mapping(slot, want):
+    cmd = _netem(_plan({"slot": slot}), CLIENT)
+    i = cmd.index("slot")
+    assert cmd[i:i + len(want)] == want
+
+
+def test_overhead_and_mpu_go_to_tbf():
+    tbf = _tbf(_plan({"rate": "10mbit", "overhead": "8", "mpu": "64"}), CLIENT)
+    assert _opt(tbf, "overhead") == "8" and _opt(tbf, "mpu") == "64"
+    assert "overhead" not in _tbf(_plan({"rate": "10mbit"}), CLIENT)
+
+
+@pytest.mark.parametrize(("qdisc", "want"), [
+    ("codel:target=3ms:ecn=yes", ["codel", "limit", "83", "target", "3000us", "interval", "100000us", "ecn"]),
+    ("fq_codel", ["fq_codel", "limit", "83", "flows", "1024", "quantum", "1514", "target", "5000us",
+                  "interval", "100000us", "ecn"]),
+    ("pie:alpha=0.25", ["pie", "limit", "83", "target", "15000us", "tupdate", "15000us", "alpha", "4", "beta", "20",
+                        "noecn", "nobytemode"]),
+    ("drop_head", ["pfifo_head_drop", "limit", "83"]),
+])
+def test_queue_disciplines_become_a_tbf_child(qdisc, want):
+    # 100 Mbit/s, 10 ms RTT: one BDP = 125000 bytes = 83 packets of 1500 bytes
+    p = _plan({"rate": "100mbit", "rtt": "10ms", "qdisc": qdisc})
+    child = _child(p, CLIENT)
+    assert child is not None and child[child.index("20:") + 1:] == want
+
+
+def test_drop_tail_and_no_rate_have_no_child():
+    assert _child(_plan({"rate": "10mbit"}), CLIENT) is None
+    assert _child(_plan({"delay": "10ms", "qdisc": "codel"}), CLIENT) is None
+
+
+@pytest.mark.parametrize(("common", "field"), [
+    ({"loss_after": "1%"}, "downlink.loss_after"),
+    ({"delay": "10ms", "jitter": "2ms", "jitter_interval": "20ms"}, "downlink.jitter_interval_s"),
+    ({"rate": "10mbit", "qdisc": "pie:burst=100ms"}, "downlink.qdisc.max_burst_s"),
+    ({"rate": "10mbit", "overhead": "-4"}, "downlink.overhead_bytes"),
+    ({"delay": "10ms", "keep_state": "yes"}, "keep_state"),
+])
+def test_what_netem_cannot_do_is_named(common, field):
+    link = parse_link(common)
+    assert field in unsupported_features(link)
+    with pytest.raises(NetemUnsupported, match=field.replace(".", r"\.")):
+        plan(link, CLIENT, SERVER)
+
+
+def test_base_path_is_subtracted_from_the_delay():
+    p = plan(parse_link({"rtt": "10ms"}), CLIENT, SERVER, (0.0002, 0.0001))
+    assert _after(_netem(p, CLIENT), "delay", 1) == ["4800us"]
+    assert _after(_netem(p, SERVER), "delay", 1) == ["4900us"]
+    assert any("lab's own path" in n for n in p.notes)
+
+
+def test_queue_default_is_one_bdp_of_the_whole_path():
+    # asymmetric delays: both directions' default queue comes from the 50 ms round trip
+    link = parse_link({"rate": "100mbit"}, down={"delay": "40ms"}, up={"delay": "10ms"})
+    assert link.queue_limit_bytes(link.downlink) == link.queue_limit_bytes(link.uplink) == 625000
+    assert int(_opt(_tbf(plan(link, CLIENT, SERVER), SERVER), "limit")) == 625000
