@@ -110,8 +110,11 @@ start() {
     done
     ip route replace default dev "$TUN_UP" table $TABLE_UP
     ip route replace default dev "$TUN_DOWN" table $TABLE_DOWN
+    # --napi on (QUICLAB_LINKEM_NAPI=on): the kernel forwards what linkem writes in a NAPI thread of its own
+    # instead of in linkem's write; it needs /sys/class/net/tun-*/threaded writable, which an unprivileged
+    # container's /sys is not (linkem warns and works as without it; linkem/README.md, "Throughput").
     linkem run --tun-down "$TUN_DOWN" --tun-up "$TUN_UP" --downlink "$CLIENT_NET" --uplink "$SERVER_NET" \
-      --listen "$LINKEM_LISTEN" --spin-us "${QUICLAB_LINKEM_SPIN_US:-200}" &
+      --listen "$LINKEM_LISTEN" --spin-us "${QUICLAB_LINKEM_SPIN_US:-200}" --napi "${QUICLAB_LINKEM_NAPI:-off}" &
     linkem_pid=$!
     for _ in $(seq 1 50); do curl -fsS "http://127.0.0.1:${LINKEM_LISTEN##*:}/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
     path linkem

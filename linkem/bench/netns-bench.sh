@@ -8,28 +8,36 @@
 #   kernel          no policy rules: the kernel forwards directly
 #   single:BIN      BIN run --tun lktun0 (one TUN for both directions, the classic router.sh layout)
 #   dual:BIN        BIN run --tun-down lktun-down --tun-up lktun-up (one TUN and one thread per direction)
+#   napi:BIN        dual with --napi on (threaded NAPI: the kernel forwards written packets in its own thread)
 #
 # usage: netns-bench.sh [-t SECS] [-n RUNS] [-s] CASE...
 #   -t SECS  iperf3 duration per run (default 5)
 #   -n RUNS  runs per case and direction, cases interleaved run by run; the median is reported (default 3)
 #   -s       shaping check instead of throughput: for each linkem CASE set 20 Mbit/s + 20 ms each way and report
 #            iperf3 (both directions) and the ping RTT (expect ~19 Mbit/s and ~40 ms)
+#   -u RATE  cost instead of capacity: a fixed-rate UDP flow (iperf3 -u -b RATE, 1400-byte datagrams) in each
+#            direction; reports what arrived, linkem's CPU and the whole host's busy CPU per packet (us), which on
+#            a shared host varies less than a capacity figure
+#   -o       endpoint offloads off (TSO/GSO/GRO on lkc0/lks0, as the quiclab lab has them), so the kernel path
+#            forwards wire-sized packets like linkem does
 #
 # Needs root, iproute2, ethtool, iperf3, curl, jq, ping. Idempotent: removes its namespaces first and at exit.
 # Touches nothing outside the namespaces lkc/lkr/lks.
 set -euo pipefail
 
-DUR=5 RUNS=3 SHAPE=0
-while getopts t:n:s o; do
+DUR=5 RUNS=3 SHAPE=0 UDP= OFFLOADS=on
+while getopts t:n:su:o o; do
   case $o in
     t) DUR=$OPTARG ;;
     n) RUNS=$OPTARG ;;
     s) SHAPE=1 ;;
-    *) sed -n '2,21p' "$0" >&2; exit 2 ;;
+    u) UDP=$OPTARG ;;
+    o) OFFLOADS=off ;;
+    *) sed -n "2,27p" "$0" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
-[ $# -gt 0 ] || { sed -n '2,21p' "$0" >&2; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,27p' "$0" >&2; exit 2; }
 
 C=lkc R=lkr S=lks
 C_IP=10.81.1.1 RC_IP=10.81.1.254 S_IP=10.81.2.1 RS_IP=10.81.2.254
@@ -74,6 +82,10 @@ setup() {
   nsx $R sysctl -qw net.ipv4.conf.$CIF.rp_filter=0 net.ipv4.conf.$SIF.rp_filter=0
   nsx $R ethtool -K $CIF tso off gso off gro off >/dev/null 2>&1 || true
   nsx $R ethtool -K $SIF tso off gso off gro off >/dev/null 2>&1 || true
+  if [ $OFFLOADS = off ]; then
+    nsx $C ethtool -K lkc0 tso off gso off gro off >/dev/null 2>&1 || true
+    nsx $S ethtool -K lks0 tso off gso off gro off >/dev/null 2>&1 || true
+  fi
   nsx $S iperf3 -s -D -B $S_IP >/dev/null
   sleep 0.3
 }
@@ -101,12 +113,13 @@ start_linkem() { # kind bin
       ip netns exec $R "$bin" run --tun lktun0 --downlink $C_NET --uplink $S_NET --listen $CTL 2>/tmp/netns-bench-linkem.log &
       LINKEM_PID=$!
       ;;
-    dual)
+    dual|napi)
+      local napi=(); [ "$kind" = napi ] && napi=(--napi on)
       mktun lktun-down; mktun lktun-up
       nsx $R ip route replace default dev lktun-up table 100
       nsx $R ip route replace default dev lktun-down table 101
       ip netns exec $R "$bin" run --tun-down lktun-down --tun-up lktun-up --downlink $C_NET --uplink $S_NET --listen $CTL \
-        2>/tmp/netns-bench-linkem.log &
+        "${napi[@]}" 2>/tmp/netns-bench-linkem.log &
       LINKEM_PID=$!
       ;;
     *) echo "unknown case $kind" >&2; exit 2 ;;
@@ -137,23 +150,37 @@ cpu_ticks() { # total utime+stime of a pid (and its threads), in clock ticks
 }
 
 iperf() { # extra-args... -> prints receiver Mbit/s
-  nsx $C iperf3 -c $S_IP -t "$DUR" -J "$@" | jq -r '.end.sum_received.bits_per_second / 1e5 | floor / 10'
+  if [ -n "$UDP" ]; then
+    nsx $C iperf3 -c $S_IP -t "$DUR" -J -u -b "$UDP" -l 1400 "$@" | jq -r '.end.sum.bits_per_second / 1e5 | floor / 10'
+  else
+    nsx $C iperf3 -c $S_IP -t "$DUR" -J "$@" | jq -r '.end.sum_received.bits_per_second / 1e5 | floor / 10'
+  fi
+}
+
+host_busy() { # busy jiffies of the whole host (user+nice+system+irq+softirq+steal)
+  awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 declare -A RESULT CPU # "case dir" -> space-separated values of all runs
 
+declare -A HOSTUS # "case dir" -> host busy CPU per packet (us), -u mode
+
 measure_once() { # case: one run in each direction, results appended to RESULT/CPU
-  local case=$1 dir args v t0 t1 hz
+  local case=$1 dir args v t0 t1 h0 h1 hz
   hz=$(getconf CLK_TCK)
   for dir in up down; do
     args=(); [ $dir = down ] && args=(-R)
-    t0=$(cpu_ticks)
+    t0=$(cpu_ticks); h0=$(host_busy)
     v=$(iperf "${args[@]}")
-    t1=$(cpu_ticks)
+    t1=$(cpu_ticks); h1=$(host_busy)
     RESULT["$case $dir"]+="$v "
     CPU["$case $dir"]+="$(( (t1 - t0) * 100 / hz / DUR )) "
+    if [ -n "$UDP" ]; then # packets = Mbit/s * DUR / (1428 bytes * 8) (1400-byte payload + UDP/IP headers)
+      HOSTUS["$case $dir"]+="$(awk -v b=$((h1 - h0)) -v hz="$hz" -v m="$v" -v d="$DUR" \
+        'BEGIN {p = m * 1e6 * d / (1428 * 8); printf "%.1f", (p > 0 ? b / hz * 1e6 / p : 0)}') "
+    fi
   done
 }
 
@@ -162,8 +189,9 @@ report() { # cases...
   for case in "$@"; do
     for dir in up down; do
       vals=${RESULT["$case $dir"]:-}
-      printf '%-32s %-4s median %6s Mbit/s   runs: %-22s linkem cpu%%: %s\n' "$case" "$dir" \
-        "$(printf '%s\n' $vals | median)" "$vals" "${CPU["$case $dir"]:-}"
+      printf '%-32s %-4s median %6s Mbit/s   runs: %-22s linkem cpu%%: %-12s %s\n' "$case" "$dir" \
+        "$(printf '%s\n' $vals | median)" "$vals" "${CPU["$case $dir"]:-}" \
+        "${HOSTUS["$case $dir"]:+host busy us/packet: ${HOSTUS["$case $dir"]}}"
     done
   done
 }
@@ -184,7 +212,7 @@ setup
 nsx $C ping -q -c 1 -W 2 $S_IP >/dev/null || { echo "topology broken: no ping" >&2; exit 1; }
 for case in "$@"; do # validate first
   kind=${case%%:*}
-  case $kind in kernel) ;; single|dual) [ -x "${case#*:}" ] || { echo "${case#*:}: not executable" >&2; exit 2; } ;;
+  case $kind in kernel) ;; single|dual|napi) [ -x "${case#*:}" ] || { echo "${case#*:}: not executable" >&2; exit 2; } ;;
     *) echo "unknown case $case" >&2; exit 2 ;; esac
 done
 # Cases are interleaved run by run, so that load changes on the host hit all of them alike.

@@ -8,8 +8,9 @@ use thiserror::Error;
 
 pub const USAGE: &str = "\
 usage:
-  linkem run --tun NAME --downlink CIDR --uplink CIDR [--listen ADDR] [--config FILE] [--spin-us N]
+  linkem run --tun NAME --downlink CIDR --uplink CIDR [--listen ADDR] [--config FILE] [--spin-us N] [--napi on|off]
   linkem run --tun-down NAME --tun-up NAME --downlink CIDR --uplink CIDR [--listen ADDR] [--config FILE] [--spin-us N]
+             [--napi on|off]
   linkem show [--addr ADDR]
   linkem set [--addr ADDR] FILE|-
   linkem check FILE|-
@@ -17,7 +18,9 @@ usage:
 routed by arrival interface (packets toward the client into --tun-down, toward the server into --tun-up)
 --spin-us: poll instead of sleeping this long before each release time (precision costs CPU while
 packets are due back to back; 0 = always sleep)
-defaults: --listen 0.0.0.0:9100, --addr 127.0.0.1:9100, --spin-us 200";
+--napi on: the TUN queues get a threaded NAPI context, so the kernel forwards written packets in its own
+thread, not in linkem's (needs a writable /sys/class/net/NAME/threaded, else a warning)
+defaults: --listen 0.0.0.0:9100, --addr 127.0.0.1:9100, --spin-us 200, --napi off";
 
 /// A failed command: `BadInput` exits 2, `Runtime` exits 1.
 #[derive(Debug, Error)]
@@ -117,6 +120,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
                     "--listen",
                     "--config",
                     "--spin-us",
+                    "--napi",
                 ],
             )?;
             no_positionals(&pos)?;
@@ -151,6 +155,11 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
                     }
                 },
             };
+            let napi = match flag(&f, "--napi").as_deref() {
+                None | Some("off") => false,
+                Some("on") => true,
+                Some(v) => return Err(bad(format!("--napi {v}: allowed is on or off"))),
+            };
             let config = match flag(&f, "--config") {
                 Some(file) => load_config(&file)?,
                 None => Config::default(),
@@ -163,6 +172,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
                 listen: flag(&f, "--listen").unwrap_or_else(|| "0.0.0.0:9100".into()),
                 config,
                 spin_ns,
+                napi,
             })))
         }
         "show" => {

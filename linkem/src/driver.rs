@@ -32,6 +32,8 @@ pub struct RunOptions {
     /// `--spin-us`: how long before a release time the loop stops sleeping and polls instead (see
     /// [`crate::turn::SPIN_AFTER_GAP_NS`]).
     pub spin_ns: u64,
+    /// `--napi`: attach with `IFF_NAPI` and make the devices' NAPI threaded (see [`Tun::open`]).
+    pub napi: bool,
 }
 
 const PUBLISH_EVERY_NS: u64 = 50 * NS_PER_MS;
@@ -48,10 +50,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn open_tun(name: &str) -> io::Result<Tun> {
-    let tun = Tun::open(name)?;
+fn open_tun(name: &str, napi: bool) -> io::Result<Tun> {
+    let tun = Tun::open(name, napi)?;
     if let Err(e) = tun.set_up() {
         eprintln!("linkem: warning: could not set {} up: {e}", tun.name());
+    }
+    if napi {
+        if let Err(e) = tun.set_threaded_napi() {
+            eprintln!(
+                "linkem: warning: {}: NAPI not threaded ({e}): the forwarding stays in linkem's writes",
+                tun.name()
+            );
+        }
     }
     Ok(tun)
 }
@@ -64,9 +74,9 @@ fn open_tun(name: &str) -> io::Result<Tun> {
 /// direction's pipeline lives in exactly one loop, and the two directions run on different cores.
 pub fn run(opts: RunOptions) -> io::Result<()> {
     let sigfd = termination_signalfd()?; // before spawning threads
-    let mut tuns = vec![open_tun(&opts.tun)?];
+    let mut tuns = vec![open_tun(&opts.tun, opts.napi)?];
     if let Some(up) = &opts.tun_up {
-        tuns.push(open_tun(up)?);
+        tuns.push(open_tun(up, opts.napi)?);
     }
     let listener = TcpListener::bind(&opts.listen)
         .map_err(|e| io::Error::new(e.kind(), format!("listen on {}: {e}", opts.listen)))?;

@@ -7,6 +7,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca; // _IOW('T', 202, int)
 const IFF_TUN: libc::c_short = 0x0001;
 const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_NAPI: libc::c_short = 0x0010;
 
 #[repr(C)]
 struct IfReqFlags {
@@ -42,10 +43,13 @@ pub struct Tun {
 }
 
 impl Tun {
-    /// Open `/dev/net/tun` and attach to interface `name` (created if absent).
-    pub fn open(name: &str) -> io::Result<Tun> {
+    /// Open `/dev/net/tun` and attach to interface `name` (created if absent). `napi`: the queue gets a NAPI
+    /// context (`IFF_NAPI`, needs CAP_NET_ADMIN): packets written are handed to it instead of being forwarded in
+    /// the writer's system call, which moves the kernel's forwarding work off the writing thread when the device's
+    /// NAPI is threaded ([`Tun::set_threaded_napi`]).
+    pub fn open(name: &str, napi: bool) -> io::Result<Tun> {
         let mut req = IfReqFlags::new(name)?;
-        req.flags = IFF_TUN | IFF_NO_PI;
+        req.flags = IFF_TUN | IFF_NO_PI | if napi { IFF_NAPI } else { 0 };
         let path = c"/dev/net/tun";
         // SAFETY: valid NUL-terminated path; flags are plain ints.
         let raw = unsafe {
@@ -76,6 +80,12 @@ impl Tun {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Run the device's NAPI in its own kernel thread (`/sys/class/net/NAME/threaded`; needs a writable sysfs,
+    /// which an unprivileged container does not have).
+    pub fn set_threaded_napi(&self) -> io::Result<()> {
+        std::fs::write(format!("/sys/class/net/{}/threaded", self.name), b"1")
     }
 
     /// Set the interface administratively up (best effort helper).

@@ -31,6 +31,8 @@ fn parse_spin() {
     let base = "run --tun t0 --downlink 10.71.1.0/24 --uplink 10.71.2.0/24";
     assert_eq!(run_options(&format!("{base} --spin-us 0")).spin_ns, 0);
     assert_eq!(run_options(&format!("{base} --spin-us 50")).spin_ns, 50_000);
+    assert!(!run_options(base).napi);
+    assert!(run_options(&format!("{base} --napi on")).napi);
 }
 
 #[test]
@@ -57,6 +59,7 @@ fn parse_errors_are_bad_input() {
         "run --tun t0 --downlink 10.71.1.0/24 --uplink 10.71.2.0/24 --spin-us -1",
         "run --tun t0 --downlink 10.71.1.0/24 --uplink 10.71.2.0/24 --spin-us x",
         "run --tun t0 --downlink 10.71.1.0/24 --uplink 10.71.2.0/24 --spin-us 10001",
+        "run --tun t0 --downlink 10.71.1.0/24 --uplink 10.71.2.0/24 --napi yes",
         "set",
         "check a b",
         "frobnicate",
