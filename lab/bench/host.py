@@ -20,13 +20,15 @@ MAX_TIMER_LATENESS_MS = 1.0
 class HostTiming:
     late_p90_ms: float  # how late a 1 ms timer fires (90th percentile)
     steal_pct: float    # CPU time the hypervisor took from this VM over the same window (all CPUs)
+    load_1m: float = 0.0  # runnable tasks (1-minute load average): other work competing for the CPUs
 
     @property
     def precise(self) -> bool:
         return self.late_p90_ms <= MAX_TIMER_LATENESS_MS
 
     def describe(self) -> str:
-        return f"1 ms timers fire {self.late_p90_ms:.2f} ms late (p90), CPU steal {self.steal_pct:.0f} %"
+        return (f"1 ms timers fire {self.late_p90_ms:.2f} ms late (p90), CPU steal {self.steal_pct:.0f} %, "
+                f"load {self.load_1m:.1f}")
 
 
 def _cpu() -> tuple[int, int]:
@@ -47,7 +49,16 @@ def measure(samples: int = 200) -> HostTiming:
     steal1, total1 = _cpu()
     late.sort()
     return HostTiming(late_p90_ms=late[int(0.9 * (samples - 1))] * 1000,
-                      steal_pct=100 * (steal1 - steal0) / max(1, total1 - total0))
+                      steal_pct=100 * (steal1 - steal0) / max(1, total1 - total0), load_1m=load_average())
+
+
+def load_average() -> float:
+    """The 1-minute load average (0 where /proc/loadavg cannot be read)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 #: Above this share of CPU taken by the hypervisor during a measurement, the measurement shows the host, not the

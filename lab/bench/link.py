@@ -16,7 +16,7 @@ from typing import Any
 
 from lab import config, docker
 from lab.bench import host
-from lab.link import linkem, router, shaper
+from lab.link import calibrate, linkem, router, shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link
 
@@ -106,7 +106,8 @@ def summarize_capacity(pairs: list[CapacityPair]) -> tuple[float, float, float, 
 
 
 def rate_accuracy(rate_mbit: int, seconds: float) -> dict[str, float]:
-    shaper.apply(parse_link({"rate": f"{rate_mbit}mbit", "rtt": "10ms"}), "linkem")
+    """TCP goodput and IP wire rate through a `rate_mbit` link, 10 ms RTT, a byte queue of one BDP."""
+    shaper.apply(parse_link({"rate": f"{rate_mbit}mbit", "rtt": "10ms", "queue": "1bdp"}), "linkem")
     iface = router.interfaces().client_side
     b0, p0 = _tx(iface)
     t0 = time.monotonic()
@@ -124,10 +125,34 @@ def _udp_load(seconds: float, rate: str) -> None:
                                              "-t", f"{seconds:g}", "--connect-timeout", "3000"])
 
 
-def delay_error(seconds: float, delay_ms: float = 20.0, load: str = "300M") -> dict[str, float]:
+def _loop_counters() -> dict[str, float]:
+    """linkem's loop facts: packets dropped in the TUN queues, and the read-wait histogram (cumulative buckets)."""
+    out: dict[str, float] = {}
+    for line in linkem.metrics_text().splitlines():
+        if line.startswith("quiclab_link_drops_total{") and 'cause="tun_queue"' in line:
+            out["tun_queue_drops"] = out.get("tun_queue_drops", 0.0) + float(line.rsplit(" ", 1)[1])
+        elif line.startswith("quiclab_link_read_wait_seconds_bucket{"):
+            le = line.split('le="')[1].split('"')[0]
+            out[f"read_wait_le_{le}"] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def _read_wait_summary(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Packets read during the load, and how many may have waited unread more than 0.1 / 1 / 10 ms."""
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    total = d.get("read_wait_le_+Inf", 0.0)
+    return {"packets_read": total, "tun_queue_drops": d.get("tun_queue_drops", 0.0),
+            "read_wait_over_0.1ms": total - d.get("read_wait_le_0.0001", 0.0),
+            "read_wait_over_1ms": total - d.get("read_wait_le_0.001", 0.0),
+            "read_wait_over_10ms": total - d.get("read_wait_le_0.01", 0.0)}
+
+
+def delay_error(seconds: float, delay_ms: float = 20.0, load: str = "300M") -> dict[str, Any]:
     """Ping RTT minus configured RTT while a constant-rate UDP flow (below linkem's capacity, no rate limit, so
-    no queue builds) loads the emulator: the emulator's own timing error under load."""
+    no queue builds) loads the emulator: the emulator's own timing error under load (the lab's own path is
+    subtracted by the calibration, lab/link/calibrate.py), with linkem's loop facts over the same time."""
     shaper.apply(parse_link({"delay": f"{delay_ms}ms"}), "linkem")
+    before = _loop_counters()
     loader = threading.Thread(target=_udp_load, args=(seconds + 1, load))
     loader.start()
     time.sleep(0.5)
@@ -138,7 +163,8 @@ def delay_error(seconds: float, delay_ms: float = 20.0, load: str = "300M") -> d
     errors = [r - 2 * delay_ms for r in rtts]
     return {"configured_rtt_ms": 2 * delay_ms, "load": f"UDP {load}bit/s downlink", "samples": len(errors),
             "p50": _percentile(errors, 0.5), "p99": _percentile(errors, 0.99), "max": max(errors),
-            "mean": statistics.fmean(errors)}
+            "mean": statistics.fmean(errors), "loop": _read_wait_summary(before, _loop_counters()),
+            "calibration": calibrate.ensure("linkem").line() if calibrate.enabled() else "off"}
 
 
 def run(seconds: float = 5.0, rounds: int = 3) -> BenchResult:

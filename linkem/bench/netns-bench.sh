@@ -18,6 +18,8 @@
 #   -u RATE  cost instead of capacity: a fixed-rate UDP flow (iperf3 -u -b RATE, 1400-byte datagrams) in each
 #            direction; reports what arrived, linkem's CPU and the whole host's busy CPU per packet (us), which on
 #            a shared host varies less than a capacity figure
+#   -d RATE  delay error instead of capacity: 20 ms each way, a UDP flow of RATE toward the client, pings every
+#            5 ms; reports ping RTT - 40 ms, p50/p99/max, per linkem CASE (the emulator's timing under load)
 #   -o       endpoint offloads off (TSO/GSO/GRO on lkc0/lks0, as the quiclab lab has them), so the kernel path
 #            forwards wire-sized packets like linkem does
 #
@@ -25,9 +27,10 @@
 # Touches nothing outside the namespaces lkc/lkr/lks.
 set -euo pipefail
 
-DUR=5 RUNS=3 SHAPE=0 UDP= OFFLOADS=on
-while getopts t:n:su:o o; do
+DUR=5 RUNS=3 SHAPE=0 UDP= OFFLOADS=on DELAYLOAD=
+while getopts t:n:su:od: o; do
   case $o in
+    d) DELAYLOAD=$OPTARG ;;
     t) DUR=$OPTARG ;;
     n) RUNS=$OPTARG ;;
     s) SHAPE=1 ;;
@@ -208,6 +211,19 @@ shape_check() { # label
   echo '{}' | nsx $R "$BIN" set --addr $CTL - >/dev/null
 }
 
+delay_check() { # label: ping RTT error under a UDP load toward the client, 20 ms each way
+  local label=$1 cfg='{"downlink":{"delay_us":20000},"uplink":{"delay_us":20000}}'
+  echo "$cfg" | nsx $R "$BIN" set --addr $CTL - >/dev/null
+  nsx $C iperf3 -c $S_IP -t $((DUR + 2)) -u -b "$DELAYLOAD" -l 1400 -R >/dev/null 2>&1 &
+  local load=$!
+  sleep 1
+  nsx $C ping -n -c $((DUR * 200)) -i 0.005 $S_IP | sed -n 's/.*time=\([0-9.]*\) ms/\1/p' | sort -n |
+    awk -v l="$label" '{a[NR] = $1 - 40} END {printf "%-28s delay error under UDP load: p50 %.3f p99 %.3f max %.3f ms (%d pings)\n",
+      l, a[int(NR * 0.5)], a[int(NR * 0.99)], a[NR], NR}'
+  wait $load || true
+  echo '{}' | nsx $R "$BIN" set --addr $CTL - >/dev/null
+}
+
 setup
 nsx $C ping -q -c 1 -W 2 $S_IP >/dev/null || { echo "topology broken: no ping" >&2; exit 1; }
 for case in "$@"; do # validate first
@@ -220,7 +236,7 @@ for run in $(seq 1 "$RUNS"); do
   for case in "$@"; do
     kind=${case%%:*}
     if [ "$kind" = kernel ]; then
-      [ $SHAPE = 1 ] && continue
+      [ $SHAPE = 1 ] || [ -n "$DELAYLOAD" ] && continue
       rules_off
       measure_once kernel
       continue
@@ -228,9 +244,11 @@ for run in $(seq 1 "$RUNS"); do
     BIN=${case#*:}
     start_linkem "$kind" "$BIN"
     nsx $C ping -q -c 1 -W 2 $S_IP >/dev/null || { echo "$case: no ping through linkem" >&2; exit 1; }
-    if [ $SHAPE = 1 ]; then shape_check "$case"; else measure_once "$case"; fi
+    if [ $SHAPE = 1 ]; then shape_check "$case"
+    elif [ -n "$DELAYLOAD" ]; then delay_check "$case"
+    else measure_once "$case"; fi
     stop_linkem
   done
   [ $SHAPE = 1 ] && break
 done
-[ $SHAPE = 1 ] || report "$@"
+[ $SHAPE = 1 ] || [ -n "$DELAYLOAD" ] || report "$@"
