@@ -166,7 +166,11 @@ impl Pipeline {
             self.drop(DropCause::Loss, buf);
             return;
         }
-        let copy = (copies > 1).then(|| buf.clone());
+        let copy = (copies > 1).then(|| {
+            let mut c = Vec::with_capacity(buf.capacity().max(buf.len()));
+            c.extend_from_slice(&buf);
+            c
+        });
         if self.cfg.corrupt > 0.0 && self.streams.corrupt.chance(self.cfg.corrupt) {
             impair::corrupt(&mut buf, &mut self.streams.corrupt);
             self.counters.corrupted += 1;

@@ -1,0 +1,172 @@
+"""The newer link stages on real traffic through the router: duplication and corruption rates, the jitter mean under
+load, CoDel against drop-tail under a bulk TCP flow, the base-path calibration, and netem's command lines for them.
+Counted outside the emulator where possible (tcpdump in the router, the server's UDP counters, ping)."""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import threading
+import time
+
+import pytest
+
+from lab import config, docker
+from lab.link import calibrate, linkem, router, shaper
+from lab.link.model import Link
+from lab.link.spec import parse_link
+
+from .conftest import on_quiet_host
+from .probes import capture, median, ping_rtts_ms, udp_burst
+
+pytestmark = pytest.mark.lab
+
+
+def shape(**spec: object) -> Link:
+    _, in_force = shaper.apply(parse_link(spec), "linkem")
+    return in_force
+
+
+def _binomial(n: int, p: float, z: float = 3.29) -> tuple[float, float]:
+    """The 99.9 % interval of a binomial count."""
+    sd = math.sqrt(n * p * (1 - p))
+    return n * p - z * sd, n * p + z * sd
+
+
+def _metric(name: str, **labels: str) -> float:
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for line in linkem.metrics_text().splitlines():
+        if line.startswith(f"{name}{{{want}}} ") or (not labels and line.startswith(f"{name} ")):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name}{{{want}}} not in linkem's metrics")
+
+
+def _server_udp_in_errors() -> int:
+    """Udp InErrors of the server's network namespace (bad checksum or length: what a corrupted datagram counts as)."""
+    lines = [ln.split() for ln in docker.exec_in(config.SERVER_CONTAINER, ["cat", "/proc/net/snmp"]).splitlines()
+             if ln.startswith("Udp:")]
+    head, values = lines[0], lines[1]
+    return int(values[head.index("InErrors")])
+
+
+def test_duplication_rate_inside_binomial_interval(clean_link):
+    n, p = 20_000, 0.02
+    shape(duplicate="2%", seed=11)
+    with capture(router.interfaces().server_side) as cap:
+        udp_burst(n)
+    seqs = cap.seqs()
+    assert set(seqs) == set(range(n)), "every datagram arrives at least once"
+    dups = len(seqs) - n
+    lo, hi = _binomial(n, p)
+    assert lo <= dups <= hi, f"{dups} duplicates of {n} at 2 % (99.9 % interval {lo:.0f}..{hi:.0f})"
+
+
+def test_corruption_rate_counted_by_the_receiver(clean_link):
+    n, p = 20_000, 0.02
+    shape(corrupt="2%", seed=12)
+    before_link = _metric("quiclab_link_corrupted_packets_total", direction="uplink")
+    before_rx = _server_udp_in_errors()
+    udp_burst(n)
+    time.sleep(0.5)
+    corrupted = _metric("quiclab_link_corrupted_packets_total", direction="uplink") - before_link
+    rejected = _server_udp_in_errors() - before_rx
+    lo, hi = _binomial(n, p)
+    assert lo <= corrupted <= hi, f"{corrupted:.0f} corrupted of {n} at 2 % (99.9 % interval {lo:.0f}..{hi:.0f})"
+    # The receiver's UDP layer rejects every one of them (bad checksum or length), silently for the application.
+    assert rejected == corrupted, f"the server's Udp InErrors grew by {rejected}, linkem corrupted {corrupted:.0f}"
+
+
+def _udp_load(seconds: float, rate: str) -> None:
+    docker.exec_in(config.CLIENT_CONTAINER, ["iperf3", "-c", config.SERVER_IP, "-R", "-u", "-b", rate, "-l", "1400",
+                                             "-t", f"{seconds:g}", "--connect-timeout", "3000"])
+
+
+def _rtts_under_load(seconds: float, rate: str) -> list[float]:
+    loader = threading.Thread(target=_udp_load, args=(seconds + 1.5, rate))
+    loader.start()
+    try:
+        time.sleep(1.0)
+        return ping_rtts_ms(int(seconds / 0.01), 0.01)
+    finally:
+        loader.join()
+
+
+def test_jitter_mean_within_5_percent_under_100_mbit_load(clean_link):
+    """Order kept, 20 +- 5 ms uniform each way: the delay process does not depend on the packet rate, so the
+    downlink carrying 100 Mbit/s of datagrams (one every ~112 us) adds the same mean delay as the sparse uplink,
+    and the ping RTT's mean is the configured 40 ms (per-packet jitter held in order would add ~4 ms)."""
+    shape(delay="20ms", jitter="5ms")
+    runs = on_quiet_host(lambda: _rtts_under_load(8.0, "100M"),
+                         lambda r: abs(statistics.fmean(r) - 40.0) <= 2.0)
+    mean = statistics.fmean(runs[-1])
+    assert len(runs[-1]) > 500
+    assert abs(mean - 40.0) <= 2.0, f"mean RTT {mean:.2f} ms under 100 Mbit/s load for 40 ms configured"
+
+
+def _bulk_tcp_rtts(seconds: float) -> tuple[list[float], float]:
+    """Ping RTTs (ms) while iperf3 sends bulk TCP (cubic) from the server to the client, and its goodput (bit/s)."""
+    got: dict[str, float] = {}
+
+    def bulk() -> None:
+        out = docker.exec_in(config.CLIENT_CONTAINER, ["iperf3", "-c", config.SERVER_IP, "-R", "-C", "cubic", "-t",
+                                                        f"{seconds + 2:g}", "-f", "m", "--connect-timeout", "3000"])
+        m = re.findall(r"([\d.]+) Mbits/sec.*receiver", out)
+        got["bps"] = float(m[-1]) * 1e6 if m else 0.0
+
+    t = threading.Thread(target=bulk)
+    t.start()
+    try:
+        time.sleep(2.0)  # past slow start
+        rtts = ping_rtts_ms(int(seconds / 0.02), 0.02)
+    finally:
+        t.join()
+    return rtts, got.get("bps", 0.0)
+
+
+def test_codel_keeps_the_standing_queue_near_its_target(clean_link):
+    """20 Mbit/s, 20 ms RTT, 1 MB of buffer (400 ms at the rate) and a bulk cubic flow: drop-tail lets the flow
+    fill the buffer, CoDel (target 5 ms) keeps the queueing delay the ping replies see behind the data near its
+    target, at the rate."""
+    shape(rate="20mbit", rtt="20ms", queue="1MB")
+    tail, _ = _bulk_tcp_rtts(6.0)
+    shape(rate="20mbit", rtt="20ms", queue="1MB", qdisc="codel")
+    codel, goodput = _bulk_tcp_rtts(6.0)
+    drops = _metric("quiclab_link_drops_total", direction="downlink", cause="aqm")
+    t50, c50 = median(tail) - 20.0, median(codel) - 20.0
+    assert t50 > 50.0, f"drop-tail: median queueing delay {t50:.1f} ms (expected the flow to fill the buffer)"
+    assert c50 < 15.0, f"CoDel: median queueing delay {c50:.1f} ms, target 5 ms (drop-tail {t50:.1f} ms)"
+    assert drops > 0
+    assert goodput > 0.85 * 20e6, f"CoDel goodput {goodput / 1e6:.1f} Mbit/s of 20"
+
+
+def test_configured_rtt_is_the_measured_rtt(clean_link):
+    """The lab's own path is measured and subtracted: a 10 ms RTT pings at 10 ms (median) within 0.2 ms on a
+    quiet host."""
+    if not calibrate.enabled():
+        pytest.skip(f"{calibrate.ENV_CALIBRATE}=off: the base path is not subtracted")
+    shape(rtt="10ms")
+    ping_rtts_ms(3, 0.05)
+    runs = on_quiet_host(lambda: ping_rtts_ms(100, 0.02), lambda r: abs(median(r) - 10.0) <= 0.2)
+    bp = calibrate.ensure("linkem")
+    assert abs(median(runs[-1]) - 10.0) <= 0.2, (
+        f"median RTT {median(runs[-1]):.3f} ms for 10 ms configured ({bp.line()})")
+
+
+def test_tun_queue_drops_are_exported(lab_up):
+    for d in ("downlink", "uplink"):
+        assert _metric("quiclab_link_drops_total", direction=d, cause="tun_queue") >= 0
+
+
+@pytest.mark.parametrize("spec", [
+    {"rate": "100mbit", "rtt": "10ms", "qdisc": "fq_codel:target=3ms"},
+    {"rate": "100mbit", "rtt": "10ms", "qdisc": "codel:ecn=yes"},
+    {"rate": "100mbit", "rtt": "10ms", "qdisc": "pie:alpha=0.25:bytemode=yes"},
+    {"rate": "50mbit", "queue": "100p", "qdisc": "drop_head", "overhead": "8", "mpu": "64"},
+    {"delay": "20ms", "duplicate": "1%", "corrupt": "0.1%", "reorder_prob": "25%", "reorder_gap": "5"},
+    {"delay": "5ms", "slot": "2ms:1ms:packets=4:bytes=6000"},
+    {"delay": "5ms", "slot": "2ms:1ms:normal"},
+    {"loss": "1%", "loss_ecn": "yes"},
+])
+def test_netem_command_lines_for_the_new_stages_parse_in_the_router(lab_up, spec):
+    assert shaper.check_netem_syntax(parse_link(spec)) == []
