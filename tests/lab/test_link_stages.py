@@ -28,6 +28,15 @@ def shape(**spec: object) -> Link:
     return in_force
 
 
+def still_in_force(link: Link) -> None:
+    """The lab is shared: if another user changed the link while this test measured, the measurement is not one of
+    this link, so the test skips, saying so."""
+    now = linkem.current()
+    if now != link:
+        pytest.skip("another user of the lab changed the link during this measurement (linkem's config in force is "
+                    "no longer the test's): rerun when the lab is not in use")
+
+
 def _binomial(n: int, p: float, z: float = 3.29) -> tuple[float, float]:
     """The 99.9 % interval of a binomial count."""
     sd = math.sqrt(n * p * (1 - p))
@@ -52,9 +61,10 @@ def _server_udp_in_errors() -> int:
 
 def test_duplication_rate_inside_binomial_interval(clean_link):
     n, p = 20_000, 0.02
-    shape(duplicate="2%", seed=11)
+    link = shape(duplicate="2%", seed=11)
     with capture(router.interfaces().server_side) as cap:
         udp_burst(n)
+    still_in_force(link)
     seqs = cap.seqs()
     assert set(seqs) == set(range(n)), "every datagram arrives at least once"
     dups = len(seqs) - n
@@ -64,11 +74,12 @@ def test_duplication_rate_inside_binomial_interval(clean_link):
 
 def test_corruption_rate_counted_by_the_receiver(clean_link):
     n, p = 20_000, 0.02
-    shape(corrupt="2%", seed=12)
+    link = shape(corrupt="2%", seed=12)
     before_link = _metric("quiclab_link_corrupted_packets_total", direction="uplink")
     before_rx = _server_udp_in_errors()
     udp_burst(n)
     time.sleep(0.5)
+    still_in_force(link)
     corrupted = _metric("quiclab_link_corrupted_packets_total", direction="uplink") - before_link
     rejected = _server_udp_in_errors() - before_rx
     lo, hi = _binomial(n, p)
@@ -96,9 +107,10 @@ def test_jitter_mean_within_5_percent_under_100_mbit_load(clean_link):
     """Order kept, 20 +- 5 ms uniform each way: the delay process does not depend on the packet rate, so the
     downlink carrying 100 Mbit/s of datagrams (one every ~112 us) adds the same mean delay as the sparse uplink,
     and the ping RTT's mean is the configured 40 ms (per-packet jitter held in order would add ~4 ms)."""
-    shape(delay="20ms", jitter="5ms")
+    link = shape(delay="20ms", jitter="5ms")
     runs = on_quiet_host(lambda: _rtts_under_load(8.0, "100M"),
                          lambda r: abs(statistics.fmean(r) - 40.0) <= 2.0)
+    still_in_force(link)
     mean = statistics.fmean(runs[-1])
     assert len(runs[-1]) > 500
     assert abs(mean - 40.0) <= 2.0, f"mean RTT {mean:.2f} ms under 100 Mbit/s load for 40 ms configured"
@@ -128,10 +140,12 @@ def test_codel_keeps_the_standing_queue_near_its_target(clean_link):
     """20 Mbit/s, 20 ms RTT, 1 MB of buffer (400 ms at the rate) and a bulk cubic flow: drop-tail lets the flow
     fill the buffer, CoDel (target 5 ms) keeps the queueing delay the ping replies see behind the data near its
     target, at the rate."""
-    shape(rate="20mbit", rtt="20ms", queue="1MB")
+    link = shape(rate="20mbit", rtt="20ms", queue="1MB")
     tail, _ = _bulk_tcp_rtts(6.0)
-    shape(rate="20mbit", rtt="20ms", queue="1MB", qdisc="codel")
+    still_in_force(link)
+    link = shape(rate="20mbit", rtt="20ms", queue="1MB", qdisc="codel")
     codel, goodput = _bulk_tcp_rtts(6.0)
+    still_in_force(link)
     drops = _metric("quiclab_link_drops_total", direction="downlink", cause="aqm")
     t50, c50 = median(tail) - 20.0, median(codel) - 20.0
     assert t50 > 50.0, f"drop-tail: median queueing delay {t50:.1f} ms (expected the flow to fill the buffer)"
@@ -145,9 +159,10 @@ def test_configured_rtt_is_the_measured_rtt(clean_link):
     quiet host."""
     if not calibrate.enabled():
         pytest.skip(f"{calibrate.ENV_CALIBRATE}=off: the base path is not subtracted")
-    shape(rtt="10ms")
+    link = shape(rtt="10ms")
     ping_rtts_ms(3, 0.05)
     runs = on_quiet_host(lambda: ping_rtts_ms(100, 0.02), lambda r: abs(median(r) - 10.0) <= 0.2)
+    still_in_force(link)
     bp = calibrate.ensure("linkem")
     assert abs(median(runs[-1]) - 10.0) <= 0.2, (
         f"median RTT {median(runs[-1]):.3f} ms for 10 ms configured ({bp.line()})")
