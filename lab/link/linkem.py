@@ -87,12 +87,31 @@ def direction_json(d: Direction, queue_bytes: int | None, path_delay_s: float = 
     }
 
 
+#: Fields newer linkem versions added, and their defaults: left out of a PUT while at the default, so that a link
+#: that uses none of them is also accepted by an older linkem (which rejects unknown fields).
+_NEWER_FIELDS: dict[str, Any] = {
+    "path_delay_us": 0, "jitter_interval_us": None, "reorder_prob": 0.0, "reorder_gap": 1,
+    "loss_after": {"model": "none"}, "loss_ecn": False, "duplicate": 0.0, "corrupt": 0.0,
+    "qdisc": {"kind": "drop_tail"}, "overhead_bytes": 0, "mpu_bytes": 0, "slot": None,
+}
+
+
+def _without_defaults(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k not in _NEWER_FIELDS or v != _NEWER_FIELDS[k]}
+
+
 def to_json(link: Link, path_delay_s: tuple[float, float] = (0.0, 0.0)) -> dict[str, Any]:
     """The exact JSON linkem's PUT /config takes (linkem/README.md, 'JSON contract'); `path_delay_s` = (downlink,
-    uplink) delay the lab's own path adds, which linkem then does not add again."""
-    return {"seed": link.seed, "keep_state": link.keep_state,
-            "downlink": direction_json(link.downlink, link.queue_limit_bytes(link.downlink), path_delay_s[0]),
-            "uplink": direction_json(link.uplink, link.queue_limit_bytes(link.uplink), path_delay_s[1])}
+    uplink) delay the lab's own path adds, which linkem then does not add again. Newer fields at their defaults
+    are left out (same meaning, and an older linkem accepts the document)."""
+    doc: dict[str, Any] = {"seed": link.seed}
+    if link.keep_state:
+        doc["keep_state"] = True
+    doc["downlink"] = _without_defaults(direction_json(link.downlink, link.queue_limit_bytes(link.downlink),
+                                                       path_delay_s[0]))
+    doc["uplink"] = _without_defaults(direction_json(link.uplink, link.queue_limit_bytes(link.uplink),
+                                                     path_delay_s[1]))
+    return doc
 
 
 def from_json(doc: dict[str, Any]) -> Link:

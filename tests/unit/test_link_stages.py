@@ -139,3 +139,14 @@ def test_shape_bad_values_exit_2_with_one_line(args, needle):
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0], r.stderr
+
+
+def test_a_link_without_new_stages_is_the_older_json():
+    # An older linkem rejects unknown fields: a link using none of the newer ones must not send them.
+    doc = linkem.to_json(parse_link({"rate": "10mbit", "rtt": "20ms", "loss": "1%"}))
+    older = {"rate_bps", "delay_us", "jitter_us", "jitter_dist", "reorder", "loss", "queue_limit_packets",
+             "queue_limit_bytes", "outages", "rate_schedule", "trace_ms"}
+    assert set(doc) == {"seed", "downlink", "uplink"}
+    assert set(doc["downlink"]) == older and set(doc["uplink"]) == older
+    assert linkem.from_json(doc) == linkem.from_json(linkem.to_json(parse_link({"rate": "10mbit", "rtt": "20ms",
+                                                                                "loss": "1%"})))
