@@ -3,11 +3,14 @@ to every round trip, measured once per router start and subtracted from the conf
 configured RTT is the RTT the endpoints measure.
 
 Measured with the link unimpaired, on the path the shaper uses (`linkem` through the TUN devices, `kernel` for
-netem): 100 pings client -> server 10 ms apart; the median RTT is the base path, split evenly between the two
-directions (they cross the same hops). Each backend then adds `delay - base/2` per direction (never below 0:
-a configured delay shorter than the lab's own path cannot be had). The result is kept in
-`results/calibration.json` with the identity of the router's start, and measured again after the router
-restarted. QUICLAB_CALIBRATE=off turns the subtraction off (the measurement is then not made).
+netem): 100 pings client -> server 10 ms apart; the lower quartile of their RTTs is the base path (on a quiet host
+within ~0.1 ms of the median; a busy host's bursts only lengthen the upper part, so the lower quartile does not
+take them for the path and overcorrect), split evenly between the two directions (they cross the same hops).
+Each backend then adds `delay - base/2` per direction (never below 0: a configured delay shorter than the lab's
+own path cannot be had). The result is kept in `results/calibration.json` with the identity of the router's
+start, and measured again after the router restarted. A measurement that another lab user's link change or a busy
+host disturbed (a base path above 2 ms) is repeated, up to 3 times; then nothing is subtracted (said by `quiclab
+shape --show`) and the next process measures again. QUICLAB_CALIBRATE=off turns the subtraction off.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ ENV_CALIBRATE = "QUICLAB_CALIBRATE"  # "off": no base-path subtraction
 STATE_FILE = config.ROOT / "results" / "calibration.json"
 PINGS = 100
 PING_INTERVAL_S = 0.01
+ATTEMPTS = 3
+#: A base path longer than this (lower quartile) is not the lab's own path but a busy host or another lab user's
+#: link: it is not subtracted (a quiet host measures 0.15-0.4 ms).
+MAX_BASE_RTT_S = 0.002
 
 Path = Literal["linkem", "kernel"]
 
@@ -39,20 +46,25 @@ class BasePath:
     """What the lab's own path adds, per round trip and per direction."""
 
     path: str             # linkem | kernel
-    rtt_median_s: float   # the base path
+    rtt_median_s: float
     rtt_min_s: float
     rtt_p90_s: float
     samples: int
+    rtt_q25_s: float      # the base path: subtracted, half per direction
     down_s: float         # subtracted from the downlink's delay
     up_s: float           # subtracted from the uplink's delay
     measured_at: str      # ISO 8601, UTC
     router_start: str     # identity of the router's start it was measured in
+    note: str = ""        # why nothing is subtracted, if so
 
     def line(self) -> str:
         ms = 1e3
-        return (f"lab path ({self.path}, measured {self.measured_at}): base RTT median {self.rtt_median_s * ms:.3f} ms "
-                f"(min {self.rtt_min_s * ms:.3f}, p90 {self.rtt_p90_s * ms:.3f}, {self.samples} pings); subtracted "
-                f"per direction: down {self.down_s * ms:.3f} ms, up {self.up_s * ms:.3f} ms")
+        if self.note:
+            return f"lab path ({self.path}): not subtracted: {self.note}"
+        return (f"lab path ({self.path}, measured {self.measured_at}): base RTT lower quartile "
+                f"{self.rtt_q25_s * ms:.3f} ms (min {self.rtt_min_s * ms:.3f}, median {self.rtt_median_s * ms:.3f}, "
+                f"p90 {self.rtt_p90_s * ms:.3f}, {self.samples} pings); subtracted per direction: down "
+                f"{self.down_s * ms:.3f} ms, up {self.up_s * ms:.3f} ms")
 
 
 _cache: dict[str, BasePath] = {}
@@ -76,9 +88,25 @@ def ensure(path: Path) -> BasePath:
         return _cache[path]
     start = router.start_identity()
     stored = load().get(path)
-    bp = stored if stored is not None and stored.router_start == start else measure(path, start)
+    if stored is not None and stored.router_start == start:
+        _cache[path] = stored
+        return stored
+    why = ""
+    for _ in range(ATTEMPTS):
+        try:
+            return measure(path, start)
+        except Disturbed as e:
+            why = str(e)
+    # Not kept: the next process measures again. Nothing is subtracted meanwhile.
+    bp = BasePath(path=path, rtt_median_s=0.0, rtt_min_s=0.0, rtt_p90_s=0.0, samples=0, rtt_q25_s=0.0, down_s=0.0,
+                  up_s=0.0, measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), router_start=start,
+                  note=f"{ATTEMPTS} measurements disturbed ({why}); run `quiclab shape --calibrate` on a quiet lab")
     _cache[path] = bp
     return bp
+
+
+class Disturbed(EnvironmentProblem):
+    """The measurement did not see the lab's own path (another user changed the link, or the host was too busy)."""
 
 
 def measure(path: Path, router_start: str | None = None, restore: bool = False) -> BasePath:
@@ -86,7 +114,7 @@ def measure(path: Path, router_start: str | None = None, restore: bool = False) 
     that was in force back afterwards (with the new subtraction)."""
     previous = router.path(fresh=True)
     before = linkem.current_json() if restore else None
-    linkem.apply(Link())
+    unimpaired = linkem.apply(Link())
     router.set_path(path)
     try:
         out = docker.exec_in(config.CLIENT_CONTAINER, ["ping", "-n", "-c", str(PINGS), "-i", str(PING_INTERVAL_S),
@@ -99,10 +127,16 @@ def measure(path: Path, router_start: str | None = None, restore: bool = False) 
             router.set_path(previous)
     rtts = sorted(float(x) / 1e3 for x in re.findall(r"time=([\d.]+) ms", out))
     if len(rtts) < PINGS // 2:
-        raise EnvironmentProblem(f"cannot measure the lab's own path: {len(rtts)} of {PINGS} pings answered")
-    median = statistics.median(rtts)
-    bp = BasePath(path=path, rtt_median_s=median, rtt_min_s=rtts[0], rtt_p90_s=rtts[int(0.9 * (len(rtts) - 1))],
-                  samples=len(rtts), down_s=median / 2, up_s=median / 2,
+        raise Disturbed(f"{len(rtts)} of {PINGS} pings answered")
+    if linkem.current() != unimpaired:
+        raise Disturbed("another user of the lab changed the link during the measurement")
+    if rtts[int(0.25 * (len(rtts) - 1))] > MAX_BASE_RTT_S:
+        raise Disturbed(f"lower quartile {rtts[int(0.25 * (len(rtts) - 1))] * 1e3:.2f} ms, more than the lab's own "
+                        f"path can be ({MAX_BASE_RTT_S * 1e3:g} ms): a busy host")
+    q25 = rtts[int(0.25 * (len(rtts) - 1))]
+    bp = BasePath(path=path, rtt_median_s=statistics.median(rtts), rtt_min_s=rtts[0],
+                  rtt_p90_s=rtts[int(0.9 * (len(rtts) - 1))], samples=len(rtts), rtt_q25_s=q25,
+                  down_s=q25 / 2, up_s=q25 / 2,
                   measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   router_start=router_start or router.start_identity())
     save(bp)
