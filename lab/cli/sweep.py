@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,7 +13,8 @@ from lab.evidence.capture import parse_kinds
 from lab.results.report import load_sweep
 from lab.results.stats import summarize
 from lab.results.summary import stats_table
-from lab.sweep import presets, scenario, session, store
+from lab.sweep import presets, scenario, session, shard, store
+from lab.sweep.plan import groups, plan
 
 
 def _split(v: str | None) -> list[str] | None:
@@ -59,11 +61,20 @@ def register(app: typer.Typer) -> None:
         reuse: Annotated[bool, typer.Option(help="If the newest sweep of this very scenario is unfinished, resume "
                                                   "it; if it is complete, show it instead of running again.")]
         = False,
+        shard_of: Annotated[str | None, typer.Option(
+            "--shard", help="Run only shard i of N of the plan (e.g. 2/3): whole (point, repeat) groups with the "
+                            "unsharded sweep's run keys and seeds; `quiclab merge` puts the shards together.")]
+        = None,
+        dry_run: Annotated[bool, typer.Option(
+            "--dry-run", help="Check the scenario and print the plan as JSON (plan id, runs; with --shard this "
+                              "shard's run keys); runs nothing and needs no lab.")] = False,
     ) -> None:
         """Run a sweep (a preset or --scenario FILE), or --resume one; writes results/<timestamp>-<name>/."""
+        part = shard.parse(shard_of) if shard_of is not None else None
         if resume is not None:
-            if preset or scenario_file:
-                raise UsageError("--resume takes the scenario from the folder: give no preset or --scenario")
+            if preset or scenario_file or part or dry_run:
+                raise UsageError("--resume takes the scenario (and shard) from the folder: give no preset, "
+                                 "--scenario, --shard or --dry-run")
             folder, complete = session.resume(resume)
         else:
             if (preset is None) == (scenario_file is None):
@@ -76,9 +87,15 @@ def register(app: typer.Typer) -> None:
                 where = f"preset {name}"
             data = _overrides(data, repeats, protocols, sizes, seed, clients, servers, shaper, capture)
             s = scenario.validate(data, where)
-            previous = store.latest_matching(out, s.model_dump()) if reuse else None
+            if part:
+                shard.check(part, plan(s))
+            if dry_run:
+                _print_plan(s, name, part)
+                return
+            wanted = {"index": part.index, "count": part.count} if part else None
+            previous = store.latest_matching(out, s.model_dump(), wanted) if reuse else None
             if previous is None:
-                folder, complete = session.start(s, name, out)
+                folder, complete = session.start(s, name, out, part)
             elif store.read_manifest(previous).get("status") == "complete":
                 terminal.info(f"--reuse: {previous.name} already holds this sweep, complete; showing it")
                 folder, complete = previous, True
@@ -92,3 +109,13 @@ def register(app: typer.Typer) -> None:
         terminal.out.print(f"results: {folder}/ (summary.md, runs.csv, plots/, report.html)")
         if not complete:
             raise QuiclabError(f"sweep interrupted; continue with: quiclab sweep --resume {folder}")
+
+
+def _print_plan(s: scenario.Scenario, preset: str | None, part: shard.ShardSpec | None) -> None:
+    every = plan(s)
+    mine = part.select(every) if part else every
+    terminal.raw(json.dumps({
+        "name": s.name, "preset": preset, "plan_id": shard.plan_id(s, every), "runs": len(every),
+        "groups": len(groups(every)), "shard": str(part) if part else None, "shard_runs": len(mine),
+        "shard_groups": len(groups(mine)), "run_keys": [r.key for r in mine],
+    }))

@@ -59,6 +59,8 @@ class RunRecord:
     client_rcvbuf_drops: int | None = None
     # the transfer's timeout in force (s): a run that timed out or failed is right-censored here in the statistics
     timeout_s: float | None = None
+    # in a merged sweep (`quiclab merge`): the shard and machine that ran this run, as compact JSON; empty otherwise
+    host: str = ""
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecord))

@@ -16,7 +16,7 @@ from lab.link.model import Link
 from lab.observe.push import Publisher
 from lab.results.report import build_report
 from lab.results.schema import RunRecord
-from lab.sweep import environment, store
+from lab.sweep import environment, shard, store
 from lab.sweep.plan import PlannedRun, plan, points, timeout_for
 from lab.sweep.runner import Context, run_all, stop_everything
 from lab.sweep.scenario import Scenario, validate
@@ -88,13 +88,17 @@ def execute(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Plan
     return complete
 
 
-def start(s: Scenario, preset: str | None, results_dir: Path) -> tuple[Path, bool]:
+def start(s: Scenario, preset: str | None, results_dir: Path,
+          part: shard.ShardSpec | None = None) -> tuple[Path, bool]:
     lab.require_up()
-    runs = plan(s)
-    folder = store.new_folder(results_dir, s.name)
+    every = plan(s)
+    runs = part.select(every) if part else every
+    folder = store.new_folder(results_dir, shard.folder_name(s.name, part))
     manifest = _manifest(s, preset, len(runs))
+    manifest.update(shard.manifest_fields(s, every, part))
     terminal.info(f"sweep {s.name}: {len(points(s))} points x {len(s.protocols)} protocols x "
-                  f"{len(s.clients) * len(s.servers)} client/server pairs x {s.repeats} repeats = {len(runs)} runs "
+                  f"{len(s.clients) * len(s.servers)} client/server pairs x {s.repeats} repeats = {len(every)} runs"
+                  f"{f' (shard {part}: {len(runs)} runs)' if part else ''} "
                   f"-> {folder.relative_to(config.ROOT) if folder.is_relative_to(config.ROOT) else folder}")
     with terminal.status("recording versions and checking the shaper"):
         manifest["versions"] = environment.versions()
@@ -113,7 +117,7 @@ def resume(folder: Path) -> tuple[Path, bool]:
     lab.require_up()
     manifest = store.read_manifest(folder)
     s = validate(manifest["scenario"], str(folder / store.MANIFEST))
-    runs = plan(s)
+    runs = shard.restrict(manifest, plan(s))  # a shard's folder holds its shard of the plan
     kept = store.completed_runs(store.load_runs(folder), {r.key for r in runs})
     store.rewrite_runs(folder, list(kept.values()))
     todo = [r for r in runs if r.key not in kept]
