@@ -12,7 +12,7 @@ actionlint_version=v1.7.12
 bin=${QUICLAB_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/quiclab/bin}
 
 if command -v go >/dev/null; then
-  if ! "$bin/actionlint" -version 2>/dev/null | grep -qx "${actionlint_version#v}"; then
+  if ! "$bin/actionlint" -version 2>/dev/null | grep -qx "$actionlint_version"; then
     step "installing actionlint $actionlint_version into $bin (go install)"
     mkdir -p "$bin"
     GOBIN=$bin go install "github.com/rhysd/actionlint/cmd/actionlint@$actionlint_version"

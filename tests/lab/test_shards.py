@@ -1,0 +1,83 @@
+"""Issue 12 (shards): the sweep workflow's own plan, shard and merge step scripts (.github/workflows/sweep.yml), run
+here on the real lab as GitHub would run them, three shards one after another (each in its own results folder,
+as on its own runner), the artifacts handed over the way upload/download-artifact do it, then merged: the merged
+run keys are the unsharded plan's, the report builds, and a missing shard makes the merge fail naming it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+
+from lab.results.report import load_sweep
+from lab.sweep import presets, store
+from lab.sweep.plan import plan
+from tests import workflows as wf
+
+pytestmark = pytest.mark.lab
+
+N = 3
+
+
+def test_workflow_shards_merge_into_the_unsharded_plan(lab_up, tmp_path):
+    doc = wf.load("sweep.yml")
+    inputs = {"inputs.preset": "quick", "inputs.shards": str(N), "inputs.repeats": ""}
+    every = plan(presets.get("quick"))
+
+    r = wf.run_step(doc, "plan", "plan", inputs, {}, tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    outputs = dict(line.split("=", 1) for line in (tmp_path / "github_output").read_text().splitlines())
+    assert outputs == {"sweep": "quick", "shards": json.dumps(list(range(1, N + 1)))}
+    needs = {"needs.plan.outputs.sweep": outputs["sweep"], "needs.plan.outputs.shards": outputs["shards"]}
+
+    shards_dir, merged_dir = tmp_path / "shards", tmp_path / "merged"
+    timings = {}
+    for i in json.loads(outputs["shards"]):
+        results = tmp_path / f"runner-{i}"  # each shard job's own workspace
+        ctx = {**inputs, **needs, "matrix.shard": str(i)}
+        t0 = time.monotonic()
+        r = wf.run_step(doc, "shard", "sweep shard", ctx, {"RESULTS_DIR": str(results)}, tmp_path)
+        timings[i] = time.monotonic() - t0
+        assert r.returncode == 0, r.stderr[-2000:]
+        [folder] = [p for p in results.iterdir() if p.is_dir()]
+        manifest = store.read_manifest(folder)
+        assert manifest["shard"]["index"] == i and manifest["shard"]["count"] == N and manifest["status"] == "complete"
+        assert len(store.load_runs(folder)) == manifest["planned_runs"] == manifest["shard"]["runs"]
+        assert (folder / "report.html").stat().st_size > 0, "a shard is a sweep folder of its own"
+        r = wf.run_step(doc, "shard", "shaper and host", ctx, {"RESULTS_DIR": str(results)}, tmp_path, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert f"shard {i}/{N}: complete, 6 of 6 runs, shaper {manifest['shaper']}, kernel" in r.stdout, r.stdout
+        # upload-artifact (path: RESULTS_DIR/, name results-<sweep>-<i>) then download-artifact by pattern: one
+        # folder per artifact (tests/unit/test_workflows.py checks the names and paths match)
+        shutil.copytree(results, shards_dir / wf.expand(wf.step(doc, "shard", "upload the shard")["with"]["name"], ctx))
+
+    merge_env = {"SHARDS_DIR": str(shards_dir), "MERGED_DIR": str(merged_dir)}
+    t0 = time.monotonic()
+    r = wf.run_step(doc, "merge", "merge", {**inputs, **needs}, merge_env, tmp_path, timeout=300)
+    merge_s = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr[-2000:]
+    [merged] = list(merged_dir.iterdir())
+    records, manifest = load_sweep(merged)
+    assert sorted(rec.run_key for rec in records) == sorted(run.key for run in every), "the unsharded plan's runs"
+    assert {(rec.run_key, rec.seed) for rec in records} == {(run.key, run.seed) for run in every}
+    assert all(rec.status == "ok" for rec in records), [(rec.run_key, rec.failure) for rec in records
+                                                        if rec.status != "ok"]
+    assert {json.loads(rec.host)["shard"] for rec in records} == {f"{i}/{N}" for i in range(1, N + 1)}
+    assert manifest["status"] == "complete" and len(manifest["shards"]) == N
+    for name in ("summary.md", "report.html", "plots/goodput.svg", "plots/time.png"):
+        assert (merged / name).stat().st_size > 0, name
+    summary = (merged / "summary.md").read_text()
+    for label in ("loss=0%", "loss=1%"):
+        for method in ("HTTP/1.1", "HTTP/2", "HTTP/3"):
+            rows = [ln for ln in summary.splitlines() if ln.startswith(f"| {label} | {method}")]
+            assert len(rows) == 1 and rows[0].split("|")[3].strip() == "3", rows  # n = 3 repeats from 3 machines
+    print(f"shards: {', '.join(f'{i}/{N} {s:.0f} s' for i, s in timings.items())}; merge {merge_s:.1f} s")
+
+    # one shard's artifact missing: the merge fails and names it
+    shutil.rmtree(shards_dir / "results-quick-2")
+    r = wf.run_step(doc, "merge", "merge", {**inputs, **needs}, {**merge_env, "MERGED_DIR": str(tmp_path / "m2")},
+                    tmp_path, timeout=300)
+    assert r.returncode == 2 and f"missing shard 2/{N}" in r.stderr, r.stderr[-2000:]
+    assert not (tmp_path / "m2").exists() or not any((tmp_path / "m2").iterdir()), "nothing merged"
