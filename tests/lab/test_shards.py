@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -14,7 +17,10 @@ import pytest
 from lab.results.report import load_sweep
 from lab.sweep import presets, store
 from lab.sweep.plan import plan
+from lab.sweep.scenario import validate
+from lab.sweep.shard import ShardSpec
 from tests import workflows as wf
+from tests.lab.test_sweep import quiclab, wait_for_rows
 
 pytestmark = pytest.mark.lab
 
@@ -81,3 +87,42 @@ def test_workflow_shards_merge_into_the_unsharded_plan(lab_up, tmp_path):
                     tmp_path, timeout=300)
     assert r.returncode == 2 and f"missing shard 2/{N}" in r.stderr, r.stderr[-2000:]
     assert not (tmp_path / "m2").exists() or not any((tmp_path / "m2").iterdir()), "nothing merged"
+
+
+SMALL = """
+name = "shard-resume"
+sizes = ["200kB"]
+repeats = 4
+timeout = 30
+[link]
+rtt = "10ms"
+rate = "50mbit"
+[sweep]
+loss = ["0%", "1%"]
+"""
+
+
+def test_an_interrupted_shard_resumes_its_own_slice_only(lab_up, tmp_path):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(SMALL)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "lab", "sweep", "--scenario", str(scenario), "--shard", "2/3",
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runs_csv = wait_for_rows(out, 3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "--resume" in err, err
+    folder = runs_csv.parent
+    assert folder.name.endswith("-shard-resume-shard2of3")
+    # merging the interrupted shard names what it lacks, and the missing shards
+    r = quiclab("merge", str(folder), "--out", str(tmp_path / "m"))
+    assert r.returncode == 2 and "missing shards 1/3, 3/3" in r.stderr and "shard 2/3 in" in r.stderr, r.stderr
+
+    r = quiclab("sweep", "--resume", str(folder))
+    assert r.returncode == 0, r.stderr
+    manifest = store.read_manifest(folder)
+    mine = ShardSpec(2, 3).select(plan(validate(manifest["scenario"], "m")))
+    keys = [x.run_key for x in store.load_runs(folder)]
+    assert len(keys) == len(set(keys)) == len(mine) == manifest["planned_runs"] == 9, keys
+    assert set(keys) == {p.key for p in mine}, "a resumed shard runs its slice, not the whole plan"
+    assert manifest["status"] == "complete"
