@@ -7,7 +7,7 @@ import time
 
 from python_on_whales.exceptions import DockerException
 
-from lab import objects
+from lab import agent, objects
 from lab.endpoints import check_server
 from lab.endpoints.base import ClientAdapter
 from lab.endpoints.registry import UNSUPPORTED_EXIT, registry
@@ -42,7 +42,7 @@ def run_transfer(client: ClientAdapter, server: str, protocol: Protocol, size: i
     start = time.monotonic()
     try:
         # the wrapper bounds the client by the timeout itself; the deadline here catches a frozen container
-        out = docker.exec_in(client.container, client.command(request), timeout_s=timeout_s + EXEC_MARGIN_S)
+        out = agent.run(client.container, client.command(request), timeout_s=timeout_s + EXEC_MARGIN_S)
     except DockerException as e:
         message = (e.stderr or str(e)).strip()
         if e.return_code != UNSUPPORTED_EXIT:
