@@ -30,7 +30,6 @@ def unsupported_result(client: str, server: str, protocol: Protocol, size: int, 
 def run_transfer(client: ClientAdapter, server: str, protocol: Protocol, size: int,
                  timeout_s: float, cc: str | None = None, env: dict[str, str] | None = None,
                  port: int | None = None) -> TransferResult:
-    from lab import docker
 
     target = check_server(server)
     why = registry().unsupported(client.name, server, protocol)
