@@ -86,7 +86,7 @@ def latest_matching(results_dir: Path, scenario: dict[str, Any], shard: dict[str
             doc = json.loads(manifest.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        if not isinstance(doc, dict) or doc.get("scenario") != scenario:
+        if not isinstance(doc, dict) or doc.get("scenario") != scenario or "shards" in doc:  # not a merge
             continue
         theirs, wanted = doc.get("shard") or {}, shard or {}
         if (theirs.get("index"), theirs.get("count")) == (wanted.get("index"), wanted.get("count")):

@@ -289,3 +289,6 @@ def test_reuse_tells_shards_apart(tmp_path):
     assert store.latest_matching(tmp_path, s.model_dump()) == whole
     assert store.latest_matching(tmp_path, s.model_dump(), {"index": 2, "count": 3}) == two
     assert store.latest_matching(tmp_path, s.model_dump(), {"index": 1, "count": 3}) is None
+    m = merge([whole], tmp_path)  # a merged folder, the newest, is never resumed or shown by --reuse
+    m.folder.rename(tmp_path / "99991231-235959-quick-merged")
+    assert store.latest_matching(tmp_path, s.model_dump()) == whole
