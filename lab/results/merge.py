@@ -155,13 +155,15 @@ def differences(shards: list[Shard]) -> list[str]:
         facts = sh.facts()
         for k in ("kernel", "cpu", "cpus", "shaper"):
             values[k][str(facts.get(k))].append(str(sh.spec))
+        if (sh.manifest.get("git") or {}).get("dirty"):
+            values["git.dirty"]["uncommitted changes"].append(str(sh.spec))
         versions = sh.manifest.get("versions") if isinstance(sh.manifest.get("versions"), dict) else {}
         for k, v in versions.items():
             if k != "kernel":
                 values[f"versions.{k}"][str(v)].append(str(sh.spec))
     out = []
     for k, by_value in values.items():
-        if len(by_value) > 1:
+        if len(by_value) > 1 or k == "git.dirty":
             out.append(f"{k}: " + "; ".join(f"{v} (shard{'s' if len(s) > 1 else ''} {', '.join(s)})"
                                             for v, s in by_value.items()))
     return out

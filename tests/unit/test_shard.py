@@ -174,7 +174,11 @@ def test_merge_puts_the_plan_together_and_builds_the_report(tmp_path):
     m3["host_facts"].update(kernel="6.18.0", cpu="Other CPU", cpus=4)
     m3["shaper"] = "netem"
     store.write_json_atomic(folders[2] / store.MANIFEST, m3)
+    m2 = json.loads((folders[1] / store.MANIFEST).read_text())
+    m2["git"]["dirty"] = True
+    store.write_json_atomic(folders[1] / store.MANIFEST, m2)
     m = merge(list(reversed(folders)), tmp_path / "out")
+    assert "git.dirty: uncommitted changes (shard 2/3)" in m.differences
     assert m.complete and m.runs == m.planned == 18
     runs = store.load_runs(m.folder)
     assert sorted(r.run_key for r in runs) == sorted(r.key for r in plan(s))
