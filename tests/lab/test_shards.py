@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from lab.sweep.plan import plan
 from lab.sweep.scenario import validate
 from lab.sweep.shard import ShardSpec
 from tests import workflows as wf
-from tests.lab.test_sweep import quiclab, wait_for_rows
+from tests.lab.test_sweep import quiclab
 
 pytestmark = pytest.mark.lab
 
@@ -117,6 +118,20 @@ loss = ["0%", "1%"]
 """
 
 
+def wait_for_rows(out: Path, rows: int, exited: Callable[[], int | None], timeout_s: float = 180) -> Path | None:
+    """The runs.csv of the one sweep writing into `out` once it holds more than `rows` lines; None if the sweep
+    exited first (`exited()`: its exit code, None while it runs)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = list(out.glob("*/runs.csv")) if out.exists() else []
+        if found and len(found[0].read_text().splitlines()) > rows:
+            return found[0]
+        if exited() is not None:
+            return None
+        time.sleep(0.1)
+    raise AssertionError("the sweep never got going")
+
+
 def test_an_interrupted_shard_resumes_its_own_slice_only(lab_up, tmp_path):
     scenario = tmp_path / "s.toml"
     scenario.write_text(SMALL)
@@ -125,13 +140,13 @@ def test_an_interrupted_shard_resumes_its_own_slice_only(lab_up, tmp_path):
     while True:
         proc = subprocess.Popen([sys.executable, "-m", "lab", "sweep", "--scenario", str(scenario), "--shard", "2/3",
                                  "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            _, err = proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            break  # it holds the lab and runs
-        assert BUSY in err and time.monotonic() < deadline, err
+        runs_csv = wait_for_rows(out, 3, exited=proc.poll)
+        if runs_csv is not None:
+            break
+        _, err = proc.communicate()
+        assert BUSY in err and time.monotonic() < deadline, err  # refused: another command holds the lab
+        shutil.rmtree(out, ignore_errors=True)
         time.sleep(3)
-    runs_csv = wait_for_rows(out, 3)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0 and "--resume" in err, err
