@@ -4,9 +4,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from lab import terminal
+from lab.cli.report import check_sweep_folder
 from lab.results.report import compare_sweeps
 
 
@@ -17,13 +17,15 @@ def register(app: typer.Typer) -> None:
         b: Annotated[Path, typer.Argument(help="Sweep folder B.")],
     ) -> None:
         """Compare two sweeps' medians side by side (B/A ratios); writes nothing."""
+        for folder in (a, b):
+            check_sweep_folder(folder)
         c = compare_sweeps(a, b)
         cols, rows = c.table
         title = f"A = {c.name_a}\nB = {c.name_b}\nB/A < 1 for time (> 1 for goodput): B faster"
         if rows:
-            terminal.table(escape(title), cols, [[escape(x) for x in r] for r in rows], right=cols[2:])
+            terminal.table(title, cols, rows, right=cols[2:])
         else:
-            terminal.out.print(escape(title) + "\nno point and method in common")
+            terminal.line(title + "\nno point and method in common")
         for name, only in (("A", c.only_a), ("B", c.only_b)):
             if only:
-                terminal.out.print(f"only in {name}: " + escape(", ".join(only)))
+                terminal.line(f"only in {name}: " + ", ".join(only))
