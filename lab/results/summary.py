@@ -124,8 +124,8 @@ def header_items(records: Sequence[RunRecord], manifest: dict[str, Any]) -> list
         ("shaper", str(first(manifest, "shaper") or _join([r.shaper for r in records]))),
         ("swept parameter", _join([r.x_name for r in records])),
         ("object size (bytes)", _join(sorted({r.size_bytes for r in records}))),
-        ("runs", f"{len(records)} ({len(records) - excluded - censored} completed, {censored} did not complete "
-                 f"(censored), {excluded} excluded)"),
+        ("runs", f"{len(records)} ({len(records) - excluded - censored} completed, {censored} censored, "
+                 f"{excluded} excluded)"),
         ("repeats", str(repeats)),
     ]
     return items

@@ -83,7 +83,7 @@ def test_summary_rows_and_exclusions(tmp_path):
     for needle in ("loss-demo", "connectify-loss", "0123abcd", "linkem", "## HTTP/3 vs TCP", "## Excluded runs",
                    "## Runs that did not complete", "Failed and timed-out runs are results",
                    "curl exit 56: connection reset", "no answer in 120 s", "2 of 48 runs did not complete (censored)",
-                   "No runs excluded", "46 completed, 2 did not complete (censored), 0 excluded",
+                   "No runs excluded", "48 (46 completed, 2 censored, 0 excluded)",
                    "median of the per-pair ratios", "order-statistic", "## Shaper self-check", "measured_ms: 40.8"):
         assert needle.lower() in md.lower(), needle
     ratio_rows = _table_rows(md, "| parameter | client→server | comparison |")
