@@ -122,7 +122,7 @@ def test_plots_state_the_level_they_have(tmp_path):
     from lab.results.stats import summarize
 
     folder = make_sweep(tmp_path / "s")
-    recs = read_runs(folder / "runs.csv")
+    recs = read_runs(folder / "runs.csv").records
     groups = summarize(recs)
     assert ci_levels(groups) == "87.5 %"
     title = _figure(groups, {}, "time", "t").axes[0].get_title()
