@@ -25,7 +25,7 @@ from typing import IO, Any
 
 from python_on_whales.exceptions import DockerException
 
-from lab import docker
+from lab import config, docker
 from lab.errors import EnvironmentProblem
 
 START_TIMEOUT_S = 15.0
@@ -134,8 +134,16 @@ def _agent(container: str) -> Agent | None:
     return agent
 
 
+#: QUICLAB_AGENT=off: one `docker exec` per command even where an agent exists (to compare, or to debug).
+ENV_AGENT = "QUICLAB_AGENT"
+
+
+def enabled() -> bool:
+    return config.setting(ENV_AGENT, "on").lower() not in ("off", "0", "no")
+
+
 def run(container: str, argv: list[str], timeout_s: float) -> str:
-    agent = _agent(container)
+    agent = _agent(container) if enabled() else None
     if agent is None:
         return docker.exec_in(container, argv, timeout_s=timeout_s)
     try:
