@@ -56,6 +56,7 @@ ENV_GRAFANA = "QUICLAB_GRAFANA"  # "off" = never start Grafana
 ENV_GRAFANA_ADMIN_PASSWORD = "QUICLAB_GRAFANA_ADMIN_PASSWORD"
 ENV_TAG = "QUICLAB_TAG"  # the lab images' tag (compose)
 ENV_LINKEM_SPIN_US = "QUICLAB_LINKEM_SPIN_US"  # linkem's busy-wait before a deadline (compose -> router)
+ENV_AGENT = "QUICLAB_AGENT"  # "off" = one docker exec per command even where a client agent exists (lab/agent.py)
 ENV_FILE = ROOT / ".env"
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -181,6 +182,10 @@ def grafana_enabled() -> bool:
     return _typed(ENV_GRAFANA, True, _switch, "on or off (also 1/0, yes/no, true/false)")
 
 
+def agent_enabled() -> bool:
+    return _typed(ENV_AGENT, True, _switch, "on or off (also 1/0, yes/no, true/false)")
+
+
 def grafana_image() -> str:
     tag = _typed(ENV_GRAFANA_TAG, GRAFANA_DEFAULT_TAG, _tag, "a Docker image tag, e.g. 11.2.0")
     return f"{GRAFANA_IMAGE}:{tag}"
@@ -224,6 +229,7 @@ def check_all() -> None:
     grafana_port()
     timeout_s()
     grafana_enabled()
+    agent_enabled()
     grafana_image()
     images_tag()
     linkem_spin_us()

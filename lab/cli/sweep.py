@@ -6,7 +6,7 @@ from typing import Annotated, Any
 import typer
 
 from lab import config, terminal
-from lab.errors import QuiclabError, UsageError
+from lab.errors import UsageError
 from lab.evidence.capture import parse_kinds
 from lab.results.report import load_sweep
 from lab.results.stats import summarize
@@ -109,4 +109,4 @@ def register(app: typer.Typer) -> None:
         terminal.table(f"{folder.name}: transfer time and goodput (median [IQR])", cols, rows, right=cols[2:])
         terminal.line(f"results: {folder}/ (summary.md, runs.csv, plots/, report.html)")
         if not complete:
-            raise QuiclabError(f"sweep interrupted; continue with: quiclab sweep --resume {folder}")
+            raise session.SweepInterrupted(folder)

@@ -11,7 +11,7 @@ import hashlib
 import itertools
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lab.link.model import Link
@@ -19,7 +19,7 @@ from lab.link.spec import parse_link
 from lab.link.units import parse_duration, parse_percent, parse_rate
 from lab.protocols import Protocol
 from lab.sizes import parse_size
-from lab.sweep.scenario import OFF, Scenario
+from lab.sweep.scenario import DIMENSIONS, OFF, Scenario
 
 _X = {  # swept key -> (x_name, numeric value of a setting)
     "loss": ("loss_pct", lambda v: parse_percent(v) * 100),
@@ -39,6 +39,8 @@ class Point:
     size: int
     x_name: str
     x: float
+    #: the non-link dimensions at this point (scenario.DIMENSIONS but size): swept values, else scenario defaults
+    settings: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -73,14 +75,17 @@ def points(s: Scenario) -> list[Point]:
         setting = dict(zip((k for k, _ in dims), combo, strict=True))
         size = parse_size(setting.get("size", s.sizes[0]))
         spec: dict[str, Any] = dict(base)
-        spec.update({k: v for k, v in setting.items() if k != "size" and v != OFF})
+        spec.update({k: v for k, v in setting.items() if k not in DIMENSIONS and v != OFF})
         label = " ".join(f"{k}={v}" for k, v in setting.items()) or "base"
         if single:
             key = dims[0][0]
             x_name, x = _X[key][0], _X[key][1](setting[key])
         else:
             x_name, x = "point", float(i)
-        out.append(Point(index=i, label=label, link=parse_link(spec, down, up), size=size, x_name=x_name, x=x))
+        extra = {k: str(getattr(s, k)) for k in DIMENSIONS if k != "size" and getattr(s, k, None) not in (None, "")}
+        extra.update({k: v for k, v in setting.items() if k in DIMENSIONS and k != "size"})
+        out.append(Point(index=i, label=label, link=parse_link(spec, down, up), size=size, x_name=x_name, x=x,
+                         settings=extra))
     return out
 
 

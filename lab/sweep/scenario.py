@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +44,15 @@ from lab.link.spec import DIRECTION_KEYS, LINK_KEYS, parse_link
 from lab.protocols import parse_protocol
 from lab.sizes import parse_size
 
-SWEEP_KEYS = (*LINK_KEYS, "size")
+OFF = "off"
 MAX_REPEATS = 1000
 MAX_SEED = 2**63 - 1
-OFF = "off"
+
+#: Run dimensions that are not link parameters: key -> validator of one value (raises UsageError naming it).
+#: A scenario sets one as a top-level default (e.g. `cc = "reno"`) or sweeps it (`[sweep] cc = [...]`); the plan
+#: hands each point's value to the runner in Point.settings. New dimensions register here (cc, workload, ...).
+DIMENSIONS: dict[str, Callable[[str], object]] = {"size": parse_size}
+SWEEP_KEYS = (*LINK_KEYS, *DIMENSIONS)
 
 
 class Scenario(BaseModel):
@@ -115,10 +121,13 @@ def validate(data: dict[str, Any], where: str) -> Scenario:
         if not isinstance(values, list) or not values:
             raise UsageError(f"{where}: sweep.{key} must be a non-empty list")
         for v in values:
-            if key == "size":
-                parse_size(str(v))
+            if key in DIMENSIONS:
+                try:
+                    DIMENSIONS[key](str(v))
+                except UsageError as e:
+                    raise UsageError(f"{where}: sweep.{key}: {e}") from None
     # every combination of the swept link settings must make a valid link
-    link_dims = [(k, [str(v) for v in vs]) for k, vs in s.sweep.items() if k != "size"]
+    link_dims = [(k, [str(v) for v in vs]) for k, vs in s.sweep.items() if k not in DIMENSIONS]
     for combo in itertools.product(*(vs for _, vs in link_dims)):
         setting = {k: v for (k, _), v in zip(link_dims, combo, strict=True) if v != OFF}
         try:

@@ -88,6 +88,7 @@ CASES = [
     case("dotenv-linkem-spin", "shape", "--show", needle="QUICLAB_LINKEM_SPIN_US '-1'",
          dotenv="QUICLAB_LINKEM_SPIN_US=-1\n"),
     case("env-images-tag", "build", needle="QUICLAB_TAG 'a:b'", env={"QUICLAB_TAG": "a:b"}),
+    case("env-agent-switch", "run", needle="QUICLAB_AGENT 'fast'", env={"QUICLAB_AGENT": "fast"}),
     case("dotenv-malformed-line", "down", needle="'not an assignment'",
          dotenv="QUICLAB_TIMEOUT=10\nnot an assignment\n"),
     # shape

@@ -47,6 +47,7 @@ def test_environment_wins_over_dotenv_which_wins_over_the_default(dotenv, monkey
     (config.ENV_PUSHGATEWAY_URL, "http://gw:port", config.pushgateway_urls),
     (config.ENV_PUSHGATEWAY_URL, "http://gw:9091/?a=1", config.pushgateway_urls),
     (config.ENV_GRAFANA, "sometimes", config.grafana_enabled),
+    (config.ENV_AGENT, "fast", config.agent_enabled),
     (config.ENV_GRAFANA_TAG, "11.2.0 latest", config.grafana_image),
     (config.ENV_LINKEM_SPIN_US, "10001", config.linkem_spin_us),
 ])
