@@ -80,6 +80,7 @@ def register(app: typer.Typer) -> None:
                                  "--capture": capture, "--out": out, "--reuse": reuse})
             # not a sweep folder, or a scenario that is no longer valid: say so before the lab is touched
             scenario.validate(store.read_manifest(resume)["scenario"], str(resume / store.MANIFEST))
+            config.check_all()  # before the lab lock and the lab
             folder, complete = session.resume(resume)
         else:
             if (preset is None) == (scenario_file is None):
@@ -95,6 +96,7 @@ def register(app: typer.Typer) -> None:
             out = out if out is not None else config.ROOT / "results"
             if out.exists() and not out.is_dir():
                 raise UsageError(f"invalid --out {str(out)!r}: not a folder")
+            config.check_all()  # before the lab lock and the lab
             previous = store.latest_matching(out, s.model_dump()) if reuse else None
             if previous is None:
                 folder, complete = session.start(s, name, out)
