@@ -79,7 +79,12 @@ def register(app: typer.Typer) -> None:
                                  "--clients": clients, "--servers": servers, "--shaper": shaper,
                                  "--capture": capture, "--out": out, "--reuse": reuse})
             # not a sweep folder, or a scenario that is no longer valid: say so before the lab is touched
-            scenario.validate(store.read_manifest(resume)["scenario"], str(resume / store.MANIFEST))
+            try:
+                manifest = store.read_manifest(resume)
+            except UnicodeDecodeError:  # (store.read_manifest lets this one through)
+                raise UsageError(f"{str(resume / store.MANIFEST)!r} is not UTF-8 text: it was not written by "
+                                 "`quiclab sweep`") from None
+            scenario.validate(manifest["scenario"], str(resume / store.MANIFEST))
             config.check_all()  # before the lab lock and the lab
             folder, complete = session.resume(resume)
         else:

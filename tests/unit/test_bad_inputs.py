@@ -135,6 +135,10 @@ CASES = [
     case("resume-with-shaper", "sweep", "--resume", "old", "--shaper", "linkem", needle="--shaper"),
     case("resume-with-preset", "sweep", "quick", "--resume", "old", needle="--resume"),
     case("resume-not-a-sweep", "sweep", "--resume", "old", needle="'old'", files={"old/": ""}),
+    case("resume-manifest-not-text", "sweep", "--resume", "old", needle="manifest.json",
+         files={"old/manifest.json": b"\xff\xfe{"}),
+    case("resume-manifest-bad-scenario", "sweep", "--resume", "old", needle="'lots'",
+         files={"old/manifest.json": '{"scenario": {"name": "s", "repeats": "lots"}}'}),
     # scenario files
     case("scenario-missing-file", "sweep", "--scenario", "nope.toml", needle="'nope.toml'"),
     scen("not-toml", "name = \n", "'s.toml'"),
