@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from lab import config, lab, terminal
+from lab import config, lab, lock, terminal
 from lab.endpoints import check_server, get_client
 from lab.endpoints.registry import registry
 from lab.errors import UsageError, VerificationError
@@ -71,31 +71,32 @@ def register(app: typer.Typer) -> None:
                              f"{config.MAX_TIMEOUT_S:g} seconds")
         kinds = parse_kinds(capture)
         lab.require_up()
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        root = config.ROOT / "results" / "runs" / f"{stamp}-{adapter.name}-{server}"
-        results = []
-        for p in protocols:
-            try:
-                with terminal.status(f"{p.label} {format_size(nbytes)} with {adapter.name} → {server}"), \
-                        collecting(kinds, root, root / p.value, adapter.name, adapter.container,
-                                   check_server(server)) as ev:
-                    result = run_transfer(adapter, server, p, nbytes, timeout_s, cc=cc, env=ev.client_env,
-                                          port=ev.server_port)
-            except KeyboardInterrupt:
-                stop_clients()  # the transfer must not go on in the client container; the link stays as it is
-                raise
-            if kinds:
-                result.evidence = [str(root / f) for f in ev.relative()]
-                result.pcap_goodput_bps = pcap_goodput(ev, server, p, nbytes) if result.ok else None
-                for problem in ev.problems:
-                    terminal.warning(f"{p.label}: {problem}")
-            results.append(result)
-            if result.client_rcvbuf_drops:
-                terminal.warning(f"{p.label}: the client's own UDP receive buffer dropped {result.client_rcvbuf_drops} "
-                                 "datagrams (losses the link did not make; raise net.core.rmem_default on the host, "
-                                 "docs/link.md)")
-            if json_out:
-                terminal.raw(results[-1].model_dump_json())
+        with lock.holding():  # one measuring or shaping command per lab at a time
+            stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+            root = config.ROOT / "results" / "runs" / f"{stamp}-{adapter.name}-{server}"
+            results = []
+            for p in protocols:
+                try:
+                    with terminal.status(f"{p.label} {format_size(nbytes)} with {adapter.name} → {server}"), \
+                            collecting(kinds, root, root / p.value, adapter.name, adapter.container,
+                                       check_server(server)) as ev:
+                        result = run_transfer(adapter, server, p, nbytes, timeout_s, cc=cc, env=ev.client_env,
+                                              port=ev.server_port)
+                except KeyboardInterrupt:
+                    stop_clients()  # the transfer must not go on in the client container; the link stays as it is
+                    raise
+                if kinds:
+                    result.evidence = [str(root / f) for f in ev.relative()]
+                    result.pcap_goodput_bps = pcap_goodput(ev, server, p, nbytes) if result.ok else None
+                    for problem in ev.problems:
+                        terminal.warning(f"{p.label}: {problem}")
+                results.append(result)
+                if result.client_rcvbuf_drops:
+                    terminal.warning(f"{p.label}: the client's own UDP receive buffer dropped "
+                                     f"{result.client_rcvbuf_drops} datagrams (losses the link did not make; raise "
+                                     "net.core.rmem_default on the host, docs/link.md)")
+                if json_out:
+                    terminal.raw(results[-1].model_dump_json())
         if not json_out:
             terminal.table(
                 f"{format_size(nbytes)} object ({nbytes} bytes), {adapter.name} → {server}, through the router",

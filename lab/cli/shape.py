@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from lab import lab, terminal
+from lab import lab, lock, terminal
 from lab.errors import UsageError
 from lab.link import describe, shaper
 from lab.link.model import Link
@@ -66,6 +66,7 @@ def register(app: typer.Typer) -> None:
         if show or (nothing_given and not clear):
             show_link(*shaper.in_force())
             return
-        choice, in_force = shaper.apply(link, shaper_name)
+        with lock.holding():  # never under a running sweep or transfer
+            choice, in_force = shaper.apply(link, shaper_name)
         terminal.info(f"shaper: {choice.backend} ({choice.reason})")
         show_link(choice.backend, in_force)
