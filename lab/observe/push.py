@@ -20,6 +20,9 @@ from lab.sweep.plan import PlannedRun
 TIMEOUT_S = 1.0
 PROBE_TIMEOUT_S = 0.5
 RETRY_S = 30.0
+#: At most one push per this many seconds while runs come in (a sweep of small objects finishes tens of runs a
+#: second; Prometheus scrapes the Pushgateway every second anyway). The sweep's end is always pushed at once.
+PUSH_INTERVAL_S = 1.0
 
 
 class Pushgateway:
@@ -85,6 +88,7 @@ class Publisher:
         self.todo: list[PlannedRun] = []
         self.warned = False
         self.retry_at = 0.0
+        self.pushed_at = -PUSH_INTERVAL_S
 
     @classmethod
     def for_sweep(cls, sweep: str, planned: int, x_name: str, shaper: str = "") -> Publisher:
@@ -109,7 +113,8 @@ class Publisher:
             self.todo.pop(0)
             if self.todo:
                 self.state.current = self.todo[0]
-        self.flush()
+        if time.monotonic() - self.pushed_at >= PUSH_INTERVAL_S:
+            self.flush()
 
     def finish(self, complete: bool) -> None:
         self.state.status = "complete" if complete else "interrupted"
@@ -118,6 +123,7 @@ class Publisher:
         self.flush()
 
     def flush(self) -> None:
+        self.pushed_at = time.monotonic()
         self._attempt(self._push_dirty)
 
     def _push_dirty(self, gw: Pushgateway) -> None:
