@@ -4,7 +4,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from lab import config, terminal
 from lab.errors import QuiclabError
@@ -26,18 +25,17 @@ def register(app: typer.Typer) -> None:
         from lab.results.merge import merge as merge_shards
 
         m = merge_shards(folders, out, partial)
-        rows = [[str(sh.spec), escape(str(sh.folder)), f"{len(sh.records)}/{len(sh.planned)}",
-                 escape(str(sh.manifest.get("status", "?"))), escape(str(sh.facts().get("hostname"))),
-                 escape(str(sh.facts().get("kernel"))), escape(f"{sh.facts().get('cpu')} x{sh.facts().get('cpus')}"),
-                 escape(str(sh.facts().get("shaper")))] for sh in m.shards]
+        rows = [[str(sh.spec), str(sh.folder), f"{len(sh.records)}/{len(sh.planned)}",
+                 str(sh.manifest.get("status", "?")), str(sh.facts().get("hostname")), str(sh.facts().get("kernel")),
+                 f"{sh.facts().get('cpu')} x{sh.facts().get('cpus')}", str(sh.facts().get("shaper"))]
+                for sh in m.shards]
         terminal.table(f"{m.folder.name}: {m.runs} of {m.planned} planned runs from {len(m.shards)} shards",
                        ["shard", "folder", "runs", "status", "host", "kernel", "CPU", "shaper"], rows)
         for d in m.differences:
-            terminal.warning(f"the shards' machines differ: {escape(d)}")
+            terminal.warning(f"the shards' machines differ: {d}")
         records, _ = load_sweep(m.folder)
         cols, srows = stats_table(summarize(records))
-        terminal.table(f"{m.folder.name}: transfer time and goodput (median [IQR])", cols,
-                       [[escape(c) for c in r] for r in srows], right=cols[2:])
-        terminal.out.print(f"results: {escape(str(m.folder))}/ (summary.md, runs.csv, plots/, report.html)")
+        terminal.table(f"{m.folder.name}: transfer time and goodput (median [IQR])", cols, srows, right=cols[2:])
+        terminal.line(f"results: {m.folder}/ (summary.md, runs.csv, plots/, report.html)")
         if not m.complete:
             raise QuiclabError(f"partial merge: {'; '.join(m.problems)}")
