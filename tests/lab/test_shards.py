@@ -50,6 +50,7 @@ def test_workflow_shards_merge_into_the_unsharded_plan(lab_up, tmp_path):
 
     r = wf.run_step(doc, "plan", "plan", inputs, {}, tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr
+    assert "groups, 3 shards" in (tmp_path / "step_summary").read_text()
     outputs = dict(line.split("=", 1) for line in (tmp_path / "github_output").read_text().splitlines())
     assert outputs == {"sweep": "quick", "shards": json.dumps(list(range(1, N + 1)))}
     needs = {"needs.plan.outputs.sweep": outputs["sweep"], "needs.plan.outputs.shards": outputs["shards"]}
