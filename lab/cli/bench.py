@@ -6,7 +6,6 @@ from typing import Annotated
 import typer
 
 from lab import config, lab, terminal
-from lab.bench import link as link_bench
 from lab.bench.host import MAX_STEAL_PCT, HostTiming
 from lab.errors import UsageError
 from lab.sizes import parse_size
@@ -33,6 +32,8 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"invalid --seconds {seconds:g}: allowed is 1..120")
         if not 1 <= rounds <= 20:
             raise UsageError(f"invalid --rounds {rounds}: allowed is 1..20")
+        from lab.bench import link as link_bench  # numpy: only when the benchmark runs
+
         lab.require_up()
         with terminal.status("benchmarking the link (kernel vs linkem, rate accuracy, delay under load)"):
             r = link_bench.run(seconds, rounds)
