@@ -17,6 +17,7 @@ fi
 
 step "ruff"
 uv run --frozen ruff check lab tests
+bash scripts/lint-workflows.sh  # actionlint (skipped, saying why, without Go) and zizmor on .github/workflows
 if [ -f linkem/Cargo.toml ]; then
   if command -v cargo >/dev/null; then
     step "linkem: cargo clippy + cargo test"
@@ -26,4 +27,4 @@ if [ -f linkem/Cargo.toml ]; then
   fi
 fi
 step "pytest"
-uv run --frozen pytest -q "$@"
+uv run --frozen pytest -q -rs "$@"  # -rs: every skip is listed with its reason

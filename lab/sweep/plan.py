@@ -11,7 +11,7 @@ import hashlib
 import itertools
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lab.link.model import Link
@@ -19,7 +19,7 @@ from lab.link.spec import parse_link
 from lab.link.units import parse_duration, parse_percent, parse_rate
 from lab.protocols import Protocol
 from lab.sizes import parse_size
-from lab.sweep.scenario import OFF, Scenario
+from lab.sweep.scenario import DIMENSIONS, OFF, Scenario
 
 _X = {  # swept key -> (x_name, numeric value of a setting)
     "loss": ("loss_pct", lambda v: parse_percent(v) * 100),
@@ -39,6 +39,8 @@ class Point:
     size: int
     x_name: str
     x: float
+    #: the non-link dimensions at this point (scenario.DIMENSIONS but size): swept values, else scenario defaults
+    settings: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -73,14 +75,17 @@ def points(s: Scenario) -> list[Point]:
         setting = dict(zip((k for k, _ in dims), combo, strict=True))
         size = parse_size(setting.get("size", s.sizes[0]))
         spec: dict[str, Any] = dict(base)
-        spec.update({k: v for k, v in setting.items() if k != "size" and v != OFF})
+        spec.update({k: v for k, v in setting.items() if k not in DIMENSIONS and v != OFF})
         label = " ".join(f"{k}={v}" for k, v in setting.items()) or "base"
         if single:
             key = dims[0][0]
             x_name, x = _X[key][0], _X[key][1](setting[key])
         else:
             x_name, x = "point", float(i)
-        out.append(Point(index=i, label=label, link=parse_link(spec, down, up), size=size, x_name=x_name, x=x))
+        extra = {k: str(getattr(s, k)) for k in DIMENSIONS if k != "size" and getattr(s, k, None) not in (None, "")}
+        extra.update({k: v for k, v in setting.items() if k in DIMENSIONS and k != "size"})
+        out.append(Point(index=i, label=label, link=parse_link(spec, down, up), size=size, x_name=x_name, x=x,
+                         settings=extra))
     return out
 
 
@@ -115,3 +120,21 @@ def timeout_for(s: Scenario, p: Point) -> float:
         rate = min(rate, 1448 * 8 / rtt * 1.22 / math.sqrt(loss))
     expected = p.size * 8 / rate + 10 * rtt
     return min(3600.0, max(60.0, 4 * expected + 10))
+
+
+def groups(runs: list[PlannedRun]) -> list[tuple[int, int]]:
+    """The plan's (point, repeat) groups, sorted: each holds every protocol/client/server run of one paired
+    comparison (one link seed)."""
+    return sorted({(r.point.index, r.repeat) for r in runs})
+
+
+def shard(runs: list[PlannedRun], index: int, count: int) -> list[PlannedRun]:
+    """Shard `index` of `count` (1-based) of a plan: whole (point, repeat) groups, dealt in turn over the groups
+    sorted by point and repeat (so every shard gets about repeats/count of every point: a slow point is spread
+    over the shards, and a difference between shards' machines spreads over all points instead of mimicking a
+    parameter's effect). The runs keep their keys, seeds and `order`; a shard executes them in the plan's order.
+    The shards of one plan are disjoint and together hold every run."""
+    if not 1 <= index <= count:
+        raise ValueError(f"shard {index}/{count}: need 1 <= index <= count")
+    mine = {g for n, g in enumerate(groups(runs)) if n % count == index - 1}
+    return sorted((r for r in runs if (r.point.index, r.repeat) in mine), key=lambda r: r.order)
