@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from lab import config, docker
+from lab import config, docker, lock
 from lab.bench import host
 from lab.link import calibrate, linkem, router, shaper
 from lab.link.model import Link
@@ -170,15 +170,18 @@ def delay_error(seconds: float, delay_ms: float = 20.0, load: str = "300M") -> d
 
 
 def run(seconds: float = 5.0, rounds: int = 3) -> BenchResult:
-    before = host.measure()
-    try:
-        pairs = capacity(seconds, rounds)
-        rates = {f"{r}mbit": rate_accuracy(r, seconds) for r in (100, 500)}
-        delay = delay_error(seconds)
-    finally:
-        shaper.apply(Link(), "linkem")
-        linkem.current()
-    after = host.measure()
+    """The whole benchmark, holding the lab (no sweep, run or shape of another command meanwhile: they would change
+    the link under the measurement)."""
+    with lock.holding("quiclab bench link"):
+        before = host.measure()
+        try:
+            pairs = capacity(seconds, rounds)
+            rates = {f"{r}mbit": rate_accuracy(r, seconds) for r in (100, 500)}
+            delay = delay_error(seconds)
+        finally:
+            shaper.apply(Link(), "linkem")
+            linkem.current()
+        after = host.measure()
     kernel, through, ratio, used = summarize_capacity(pairs)
     return BenchResult(kernel_gbps=kernel, linkem_gbps=through, linkem_vs_kernel=ratio,
                        capacity_pairs=[{**asdict(p), "ratio": p.ratio} for p in pairs], capacity_pairs_used=used,

@@ -9,10 +9,11 @@ import re
 import statistics
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
-from lab import config, docker
+from lab import config, docker, lock
 from lab.link import calibrate, linkem, router, shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link
@@ -21,6 +22,17 @@ from .conftest import on_quiet_host
 from .probes import capture, median, ping_rtts_ms, udp_burst
 
 pytestmark = pytest.mark.lab
+
+
+@pytest.fixture(autouse=True)
+def lab_held() -> Iterator[None]:
+    """Hold the lab's lock (lab/lock.py) while a test measures, so no sweep, run or shape of another command changes
+    the link meanwhile; skip, naming the holder, if one holds it."""
+    try:
+        with lock.holding("pytest tests/lab/test_link_stages.py"):
+            yield
+    except lock.LabBusy as e:
+        pytest.skip(str(e))
 
 
 def shape(**spec: object) -> Link:
