@@ -80,11 +80,18 @@ def apply(link: Link, requested: str = "auto") -> tuple[Choice, Link]:
 
 
 def calibration_line(backend: Backend) -> str:
-    """What `quiclab shape --show` says about the lab's own path subtracted from the delays."""
+    """What `quiclab shape --show` says about the lab's own path: as measured, and (linkem) what the link in force
+    subtracts, which is nothing if whoever applied it did not calibrate."""
     if not calibrate.enabled():
         return f"lab path: not subtracted ({calibrate.ENV_CALIBRATE}=off)"
     bp = calibrate.load().get("linkem" if backend == "linkem" else "kernel")
-    return bp.line() if bp is not None else "lab path: not measured yet (the next link applied measures it)"
+    measured = bp.line() if bp is not None else "lab path: not measured yet (the next link applied measures it)"
+    if backend != "linkem":
+        return measured
+    down, up = linkem.path_delays_in_force(linkem.current_json())
+    in_force = (f"the link in force subtracts down {down * 1e3:.3f} ms, up {up * 1e3:.3f} ms" if down or up else
+                "the link in force subtracts nothing (applied without calibration)")
+    return f"{measured}; {in_force}"
 
 
 def in_force() -> tuple[Backend, Link | str]:
