@@ -13,7 +13,7 @@ from rich.text import Text
 
 from lab import config, lab, lock, terminal
 from lab.errors import QuiclabError
-from lab.link import linkem, shaper
+from lab.link import calibrate, linkem, shaper
 from lab.link.model import Link
 from lab.observe.push import Publisher
 from lab.results.report import build_report
@@ -214,6 +214,7 @@ def _record_environment(folder: Path, s: Scenario, manifest: dict[str, Any]) -> 
             facts, provenance = startup_cache.cached(parts, measure)
             manifest.update(facts)
             manifest["startup_cache"] = provenance
+            manifest["base_path"] = calibrate.manifest_facts()  # what the link subtracts for the lab's own path
             manifest["shaper"], manifest["shaper_reason"] = choice.backend, choice.reason
             if provenance["reused"]:
                 terminal.info(f"versions and shaper self-check: unchanged lab, reusing those measured at "
