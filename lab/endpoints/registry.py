@@ -65,7 +65,7 @@ class QlogInstance(BaseModel):
 class Implementation(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")  # e.g. nginx-1.30 (a TOML table name: quote it)
     role: Role
     description: str = ""
     protocols: frozenset[Protocol] = Field(min_length=1)
