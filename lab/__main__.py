@@ -1,3 +1,19 @@
-from lab.cli import main
+"""The `quiclab` command's entry point (also `python -m lab`). Importing the CLI takes a moment; a Ctrl-C during
+it ends with the same one line as anywhere else, never a traceback."""
 
-main()
+from __future__ import annotations
+
+import sys
+
+
+def run() -> None:
+    try:
+        from lab.cli import main
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        sys.exit(130)
+    main()
+
+
+if __name__ == "__main__":
+    run()

@@ -8,6 +8,7 @@ from functools import cache
 
 from python_on_whales import DockerClient
 from python_on_whales.exceptions import DockerException
+from python_on_whales.utils import get_docker_exception_type, post_process_stream
 
 from lab import config
 from lab.errors import EnvironmentProblem
@@ -53,6 +54,33 @@ def require_engine() -> DockerClient:
     return docker
 
 
-def exec_in(container: str, command: list[str]) -> str:
-    """Run a command in a lab container and return its stdout (raises DockerException on failure)."""
-    return client().container.execute(container, command)
+#: How long a command in a lab container may take unless the caller says otherwise (a frozen container must never
+#: hang a sweep: every call into a container has a deadline).
+EXEC_TIMEOUT_S = 30.0
+
+
+class ExecTimeout(EnvironmentProblem):
+    """A command in a lab container did not return in time (a frozen or overloaded container, a hung daemon)."""
+
+
+def _exec_argv(container: str, command: list[str], interactive: bool = False) -> list[str]:
+    return ["docker", "exec", *(["-i"] if interactive else []), container, *command]
+
+
+def exec_in(container: str, command: list[str], timeout_s: float = EXEC_TIMEOUT_S) -> str:
+    """Run a command in a lab container and return its stdout without the final newline.
+
+    Raises DockerException (python-on-whales' type) when it exits non-zero, ExecTimeout when it does not return
+    within `timeout_s`. The docker CLI runs in its own session, so a Ctrl-C at the terminal reaches quiclab only,
+    which then stops what runs in the container itself (never half-killed by the terminal's signal)."""
+    argv = _exec_argv(container, command)
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=timeout_s, check=False, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        raise ExecTimeout(f"`docker exec {container} {' '.join(command[:2])}` did not return within {timeout_s:g} s: "
+                          f"is the container frozen (`docker ps`, `quiclab status`)?") from None
+    except FileNotFoundError:
+        raise EnvironmentProblem(f"the docker command is not installed: {SETUP_HINT}") from None
+    if done.returncode != 0:
+        raise get_docker_exception_type(done.stderr)(argv, done.returncode, done.stdout, done.stderr)
+    return post_process_stream(done.stdout)

@@ -12,7 +12,7 @@ from python_on_whales import DockerClient
 from python_on_whales.exceptions import DockerException
 
 from lab import config, docker, hostnet, terminal
-from lab.errors import EnvironmentProblem
+from lab.errors import EnvironmentProblem, QuiclabError
 from lab.observe import services
 
 LAB_CONTAINERS = (config.ROUTER_CONTAINER, config.SERVER_CONTAINER, config.SERVER_NGTCP2_CONTAINER,
@@ -191,3 +191,22 @@ def leftovers() -> list[str]:
     left += [f"network {n.name}" for n in d.network.list(filters=[("label", PROJECT_LABEL)])]
     left += [f"volume {v.name}" for v in d.volume.list(filters=[("label", PROJECT_LABEL)])]
     return left
+
+
+def health_problem(names: tuple[str, ...] = REQUIRED_FOR_RUNS) -> str | None:
+    """Why the lab cannot measure right now (Docker unreachable, a container not running/healthy/paused, linkem
+    not answering), or None. Asked after a run failed, to tell a transport's failure (a result) from the lab's
+    (never a result)."""
+    try:
+        bad = [s for s in states(names) if not s.ready]
+    except QuiclabError as e:
+        return str(e)
+    if bad:
+        return "; ".join(f"{s.name} is {s.state if s.state != 'running' else s.health}" for s in bad)
+    from lab.link import linkem  # the emulator in the router must answer its control API
+
+    try:
+        linkem.current()
+    except QuiclabError as e:
+        return f"linkem does not answer: {e}"
+    return None

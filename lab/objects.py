@@ -33,3 +33,18 @@ def ensure(size: int) -> str:
             raise EnvironmentProblem(f"the server returned a malformed SHA-256 for the {size}-byte object: {digest!r}")
         _cache[size] = digest
     return _cache[size]
+
+
+def changed(size: int) -> str | None:
+    """Whether the server's object of `size` bytes is no longer the one this process verifies against (e.g. the
+    lab was taken down and up again with a new object volume): a reason, or None."""
+    if size not in _cache:
+        return None
+    try:
+        now = docker.exec_in(config.SERVER_CONTAINER, ["cat", f"/srv/www/obj/{size}.sha256"]).strip()
+    except DockerException as e:
+        return f"cannot read the {size}-byte object's hash on the server: {(e.stderr or '').strip() or e}"
+    if now != _cache[size]:
+        del _cache[size]
+        return f"the {size}-byte object on the server changed under the sweep (its SHA-256 is now {now[:12]}…)"
+    return None

@@ -11,8 +11,12 @@ from lab import objects
 from lab.endpoints import check_server
 from lab.endpoints.base import ClientAdapter
 from lab.endpoints.registry import UNSUPPORTED_EXIT, registry
+from lab.errors import EnvironmentProblem
 from lab.models import ClientReport, TransferRequest, TransferResult
 from lab.protocols import Protocol
+
+#: Extra time a transfer's `docker exec` gets beyond the transfer timeout before the lab calls the container frozen.
+EXEC_MARGIN_S = 30.0
 
 
 def unsupported_result(client: str, server: str, protocol: Protocol, size: int, why: str) -> TransferResult:
@@ -37,13 +41,19 @@ def run_transfer(client: ClientAdapter, server: str, protocol: Protocol, size: i
                               timeout_s=timeout_s, cc=cc, env=env or {})
     start = time.monotonic()
     try:
-        report = client.parse(docker.exec_in(client.container, client.command(request)))
+        # the wrapper bounds the client by the timeout itself; the deadline here catches a frozen container
+        out = docker.exec_in(client.container, client.command(request), timeout_s=timeout_s + EXEC_MARGIN_S)
     except DockerException as e:
         message = (e.stderr or str(e)).strip()
-        if e.return_code == UNSUPPORTED_EXIT:
-            report = ClientReport(exit_code=UNSUPPORTED_EXIT, error=f"unsupported: {message or 'exit code 127'}")
-        else:
-            report = ClientReport(exit_code=-1, error=f"could not run {client.name}: {message}")
+        if e.return_code != UNSUPPORTED_EXIT:
+            # the wrappers always print a JSON line and exit 0: a non-zero exit is the harness or Docker failing
+            raise EnvironmentProblem(f"could not run {client.name} in {client.container} (exit {e.return_code}): "
+                                     f"{' '.join(message.split())[:300]}") from None
+        report = ClientReport(exit_code=UNSUPPORTED_EXIT, error=f"unsupported: {message or 'exit code 127'}")
+    else:
+        report = client.parse(out)
+        if report.exit_code == -1:  # no JSON line: the wrapper did not finish (killed, container stopping)
+            raise EnvironmentProblem(f"{client.name} in {client.container}: {report.error}")
     wall = time.monotonic() - start
     return verify(request, report, expected_sha, client=client.name, server=server, wall_s=wall)
 
@@ -85,5 +95,5 @@ def stop_clients() -> None:
     for name in reg.names("client"):
         impl = reg.client(name)
         for pattern in impl.processes:
-            with contextlib.suppress(DockerException):
-                docker.exec_in(impl.container, ["pkill", "-f", pattern])
+            with contextlib.suppress(DockerException, EnvironmentProblem):
+                docker.exec_in(impl.container, ["pkill", "-f", pattern], timeout_s=10)

@@ -26,4 +26,4 @@ if [ -f linkem/Cargo.toml ]; then
   fi
 fi
 step "pytest"
-uv run --frozen pytest -q "$@"
+uv run --frozen pytest -q -rs "$@"  # -rs: every skip is listed with its reason

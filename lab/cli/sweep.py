@@ -7,7 +7,7 @@ import typer
 from rich.markup import escape
 
 from lab import config, terminal
-from lab.errors import QuiclabError, UsageError
+from lab.errors import UsageError
 from lab.evidence.capture import parse_kinds
 from lab.results.report import load_sweep
 from lab.results.stats import summarize
@@ -91,4 +91,4 @@ def register(app: typer.Typer) -> None:
                        [[escape(c) for c in r] for r in rows], right=cols[2:])
         terminal.out.print(f"results: {folder}/ (summary.md, runs.csv, plots/, report.html)")
         if not complete:
-            raise QuiclabError(f"sweep interrupted; continue with: quiclab sweep --resume {folder}")
+            raise session.SweepInterrupted(folder)

@@ -6,9 +6,13 @@ import csv
 import io
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-Status = Literal["ok", "failed", "timeout", "interrupted", "unsupported"]
+from pydantic import TypeAdapter, ValidationError
+
+from lab.errors import UsageError
+
+Status = Literal["ok", "failed", "timeout", "interrupted", "unsupported"]  # "interrupted": legacy rows only
 
 
 @dataclass
@@ -62,7 +66,14 @@ class RunRecord:
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecord))
-_TYPES = {f.name: f.type for f in fields(RunRecord)}
+_OPTIONAL = frozenset(f.name for f in fields(RunRecord) if "None" in str(f.type))
+_ADAPTER: TypeAdapter[RunRecord] = TypeAdapter(RunRecord)
+#: statuses a row may have (legacy "interrupted" rows are read, and ignored by every consumer)
+STATUSES: tuple[str, ...] = get_args(Status)
+
+
+class BadRunsFile(UsageError):
+    """runs.csv has a row that is not a run record (other than a torn last line): names the file and line."""
 
 
 def to_row(r: RunRecord) -> dict[str, str]:
@@ -79,26 +90,63 @@ def to_row(r: RunRecord) -> dict[str, str]:
     return out
 
 
-def _convert(name: str, text: str) -> Any:
-    t = str(_TYPES[name])
-    if text == "" and "None" in t:
-        return None
-    if t.startswith("bool"):
-        return text == "true"
-    if t.startswith("int"):
-        return int(text)
-    if t.startswith("float"):
-        return float(text)
-    return text
-
-
 def from_row(row: dict[str, str]) -> RunRecord:
-    return RunRecord(**{k: _convert(k, row.get(k, "")) for k in COLUMNS})
+    """One CSV row -> a RunRecord, typed and checked by pydantic (columns missing in older files: defaults)."""
+    data: dict[str, Any] = {}
+    for k in COLUMNS:
+        if k not in row or row[k] is None:
+            continue
+        data[k] = None if (row[k] == "" and k in _OPTIONAL) else row[k]
+    return _ADAPTER.validate_python(data)
 
 
-def read_runs(path: Path) -> list[RunRecord]:
-    with path.open(newline="") as f:
-        return [from_row(row) for row in csv.DictReader(f)]
+@dataclass(frozen=True)
+class RunsFile:
+    records: list[RunRecord]
+    torn_line: int | None = None  # the 1-based line number of an incomplete last line (a crash mid-write), ignored
+
+
+def read_runs(path: Path) -> RunsFile:
+    """The one reader of runs.csv. Rule: a torn last line (no newline at its end, or too few fields: a write cut
+    short by a crash) is tolerated and reported in `torn_line`; any other bad row is a BadRunsFile error naming
+    the file and the line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise BadRunsFile(f"cannot read {str(path)!r}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise BadRunsFile(f"{str(path)!r} is not UTF-8 text: not a runs.csv written by quiclab") from None
+    lines = text.splitlines(keepends=True)
+    if not lines:
+        return RunsFile([])
+    header = next(csv.reader([lines[0]]))
+    if "run_key" not in header or "status" not in header:
+        raise BadRunsFile(f"{str(path)!r} line 1: not a runs.csv header (no run_key/status columns)")
+    unknown = [c for c in header if c not in COLUMNS]
+    if unknown:
+        raise BadRunsFile(f"{str(path)!r} line 1: unknown column {unknown[0]!r}")
+    records: list[RunRecord] = []
+    torn: int | None = None
+    for i, line in enumerate(lines[1:], start=2):
+        last = i == len(lines)
+        if not line.strip():
+            if last:
+                continue
+            raise BadRunsFile(f"{str(path)!r} line {i}: empty line inside the file")
+        values = next(csv.reader([line]))
+        complete = line.endswith("\n") and len(values) == len(header)
+        if last and not complete:
+            torn = i
+            break
+        if len(values) != len(header):
+            raise BadRunsFile(f"{str(path)!r} line {i}: {len(values)} fields, the header has {len(header)}")
+        try:
+            records.append(from_row(dict(zip(header, values, strict=True))))
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(str(x) for x in err["loc"]) or "row"
+            raise BadRunsFile(f"{str(path)!r} line {i}: invalid {field} {err.get('input')!r}: {err['msg']}") from None
+    return RunsFile(records, torn)
 
 
 def csv_text(records: list[RunRecord]) -> str:

@@ -1,5 +1,13 @@
-"""Execute a sweep's plan: set the link, run one verified transfer, record it, next. Failures are recorded
-(never dropped) and the sweep goes on; Ctrl-C marks the current run interrupted and stops cleanly."""
+"""Execute a sweep's plan: set the link, run one verified transfer, record it, next.
+
+What is a result and what is not:
+- a transfer that completed, failed or timed out for the transport's own reasons is a result: recorded, the
+  sweep goes on (failures are never dropped; the statistics count them as censored);
+- a run the lab could not carry out (Docker, a container stopped or frozen, the emulator not answering, the
+  harness's output missing) is NOT a result: nothing is recorded, the run is retried while the lab is healthy,
+  and otherwise the sweep stops with the lab's error (a resume runs it again);
+- a run cut short by Ctrl-C (or SIGTERM) is NOT a result either: nothing is recorded, the sweep stops cleanly.
+  A signal that lands while a finished run is being written lets that record complete first."""
 
 from __future__ import annotations
 
@@ -13,10 +21,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
+from lab import objects
 from lab.endpoints import get_client
 from lab.endpoints.registry import registry
-from lab.errors import QuiclabError
+from lab.errors import QuiclabError, UsageError
 from lab.evidence import capture
 from lab.evidence.goodput import pcap_goodput
 from lab.link import linkem, router, shaper
@@ -79,8 +89,25 @@ def _record(run: PlannedRun, ctx: Context, backend: str, link: Link, started: st
         started_at=started, timeout_s=ctx.timeout_for(run))
 
 
+class EnvironmentFailure(QuiclabError):
+    """The lab, not the transport, failed during a run: the run is not a result."""
+
+    exit_code = 2
+
+
+#: Attempts per run when the lab fails but is healthy again right after (a transient Docker or emulator hiccup).
+ENV_ATTEMPTS = 3
+
+
+def _lab_problem() -> str | None:
+    from lab import lab  # (lazy: lab.lab pulls in the observability services)
+
+    return lab.health_problem()
+
+
 def execute(run: PlannedRun, ctx: Context) -> RunRecord:
-    """One run. Raises KeyboardInterrupt after recording nothing: the caller marks the run interrupted."""
+    """One run -> its record. Raises EnvironmentFailure when the lab (not the transport) failed, and lets
+    KeyboardInterrupt through: in both cases nothing is recorded."""
     started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
     t0 = time.monotonic()
     link = run.link()
@@ -101,10 +128,16 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
             result = run_transfer(adapter, run.server, run.protocol, run.point.size, ctx.timeout_for(run),
                                   cc=ctx.quic_cc.get(run.client), env=ev.client_env, port=ev.server_port)
             after = wire_counters(backend)
+    except UsageError:
+        raise  # a bad value that slipped through validation: stop the sweep with it
     except QuiclabError as e:
-        rec.failure = str(e)
-        rec.wall_s = time.monotonic() - t0
-        return rec
+        raise EnvironmentFailure(str(e)) from None
+    if not result.ok and not result.unsupported:
+        # A failed transfer is a result only if the lab was sound while it ran: a router stopped or a container
+        # paused under the run (by anyone) makes it the lab's failure, never the transport's.
+        problem = _lab_problem() or objects.changed(run.point.size)
+        if problem:
+            raise EnvironmentFailure(f"{result.failure} — and the lab is not sound: {problem}")
     rec.wall_s = time.monotonic() - t0
     rec.http_version, rec.bytes = result.http_version, result.bytes
     rec.sha256_ok = bool(result.sha256) and result.sha256 == result.sha256_expected
@@ -127,53 +160,108 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
     return rec
 
 
-def interrupted(run: PlannedRun, ctx: Context) -> RunRecord:
-    rec = _record(run, ctx, ctx.shaper, run.link(), dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"))
-    rec.status, rec.failure = "interrupted", "interrupted by the user (Ctrl-C)"
-    return rec
-
-
 def stop_everything() -> None:
-    """After Ctrl-C in a sweep: no transfer left running, the link back to unimpaired."""
+    """After Ctrl-C or a lab failure in a sweep: no transfer left running, the link back to unimpaired."""
     stop_clients()
     with contextlib.suppress(QuiclabError):
         shaper.apply(Link())
 
 
 @contextlib.contextmanager
-def deferred_interrupt() -> Iterator[None]:
-    """Hold Ctrl-C (SIGINT) until the block is done, then raise it: a record is never half written or written
-    without being counted. Outside the main thread (where signals cannot be handled) the block just runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+def held_signals() -> Iterator[list[int]]:
+    """Hold Ctrl-C (SIGINT, unless ignored) and SIGTERM until the block is done; yields the list of those that
+    arrived meanwhile. Outside the main thread (where signals cannot be handled) the block just runs."""
     caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(sig, lambda signum, _frame: caught.append(signum))
     try:
-        yield
+        yield caught
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Hold Ctrl-C until the block is done, then raise it: a record is never half written or written without
+    being counted."""
+    with held_signals() as caught:
+        yield
     if caught:
         raise KeyboardInterrupt
 
 
-def run_all(runs: list[PlannedRun], ctx: Context, log: RunLog,
-            on_done: Callable[[RunRecord], None]) -> bool:
-    """Run every planned run in order; returns False if interrupted (a run cut short is recorded as such; a
-    Ctrl-C while a finished run is being recorded lets that record complete and starts no further run)."""
-    for run in runs:
-        try:
-            rec = execute(run, ctx)
-        except KeyboardInterrupt:
-            with deferred_interrupt():
-                rec = interrupted(run, ctx)
-                log.append(rec)
-                on_done(rec)
-            return False
-        try:
-            with deferred_interrupt():
-                log.append(rec)
-                on_done(rec)
-        except KeyboardInterrupt:
-            return False
-    return True
+class Stops:
+    """Counts stop signals (SIGINT unless it is ignored, as under nohup; SIGTERM) while a sweep runs. Each one
+    raises KeyboardInterrupt like Python's own handler, and the count tells the runner afterwards that a run was
+    cut short even where something on the way swallowed the exception."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._previous: dict[int, Any] = {}
+
+    def _handler(self, _signum: int, _frame: object) -> None:
+        self.count += 1
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> Stops:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                current = signal.getsignal(sig)
+                if current is not signal.SIG_IGN:
+                    self._previous[sig] = current
+                    signal.signal(sig, self._handler)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+
+
+Outcome = Literal["complete", "interrupted", "environment"]
+
+
+@dataclass
+class Finish:
+    outcome: Outcome
+    error: str = ""  # the lab's failure (outcome "environment")
+
+
+def run_all(runs: list[PlannedRun], ctx: Context, log: RunLog, on_done: Callable[[RunRecord], None],
+            on_start: Callable[[PlannedRun], None] = lambda _run: None,
+            on_retry: Callable[[PlannedRun, str], None] = lambda _run, _why: None) -> Finish:
+    """Run every planned run in order. Only finished runs are recorded (see the module's docstring); a lab failure
+    is retried up to ENV_ATTEMPTS times while the lab is healthy again, otherwise it ends the sweep."""
+    with Stops() as stops:
+        for run in runs:
+            on_start(run)
+            attempt = 0
+            while True:
+                attempt += 1
+                seen = stops.count
+                try:
+                    rec = execute(run, ctx)
+                except KeyboardInterrupt:
+                    return Finish("interrupted")
+                except EnvironmentFailure as e:
+                    if stops.count != seen:
+                        return Finish("interrupted")
+                    if attempt < ENV_ATTEMPTS and _lab_problem() is None:
+                        on_retry(run, str(e))
+                        continue
+                    return Finish("environment", str(e))
+                if stops.count != seen:  # cut short, and the interrupt was swallowed on the way: not a result
+                    return Finish("interrupted")
+                break
+            try:
+                with deferred_interrupt():
+                    log.append(rec)
+                    on_done(rec)
+            except KeyboardInterrupt:
+                return Finish("interrupted")
+    return Finish("complete")

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import time
 from pathlib import Path
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
-from lab import config, lab, terminal
+from lab import config, lab, lock, terminal
 from lab.errors import QuiclabError
 from lab.link import shaper
 from lab.link.model import Link
 from lab.observe.push import Publisher
 from lab.results.report import build_report
 from lab.results.schema import RunRecord
-from lab.sweep import environment, store
+from lab.sweep import environment, runner, store
 from lab.sweep.plan import PlannedRun, plan, points, timeout_for
-from lab.sweep.runner import Context, run_all, stop_everything
+from lab.sweep.runner import Context
 from lab.sweep.scenario import Scenario, validate
 
 
@@ -47,78 +49,189 @@ def _cc(manifest: dict[str, Any]) -> dict[str, dict[str, str | None]]:
             "nginx": {"tcp": cc.get("tcp server"), "quic": cc.get("quic server")}}
 
 
+class _Eta(ProgressColumn):
+    """Time left from the mean wall time of the runs finished so far in this session (rich's own estimate uses a
+    30 s speed window, which is empty while runs take longer than that)."""
+
+    def render(self, task: Task) -> Text:
+        eta = task.fields.get("eta")
+        return Text(f"ETA {dt.timedelta(seconds=round(eta))}" if eta is not None else "ETA -:--:--",
+                    style="progress.remaining")
+
+
 def _progress() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}", justify="left"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("failures {task.fields[failures]}"), TimeElapsedColumn(), TextColumn("ETA"),
-                    TimeRemainingColumn(), console=terminal.err, transient=False)
+    return Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("failures {task.fields[failures]}"), TimeElapsedColumn(), _Eta(),
+                    console=terminal.err, transient=False)
+
+
+def _run_label(run: PlannedRun) -> str:
+    return f"{run.point.label} {run.protocol.value} {run.client}→{run.server} #{run.repeat + 1}"
 
 
 def execute(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[PlannedRun], done: int,
             total: int) -> bool:
-    ctx = Context(sweep=s.name, shaper=s.shaper, cc=_cc(manifest), timeout_for=lambda r: timeout_for(s, r.point),
-                  quic_cc=dict(s.quic_cc), capture=tuple(s.capture), folder=folder)
-    failures, complete = 0, False
+    """Run `todo`; returns True when the sweep is complete, False when Ctrl-C stopped it. An environment failure
+    stops the sweep too (EnvironmentFailure, raised after the manifest and the report are written)."""
+    ctx = Context(sweep=s.name, shaper=manifest.get("shaper") or s.shaper, cc=_cc(manifest),
+                  timeout_for=lambda r: timeout_for(s, r.point), quic_cc=dict(s.quic_cc),
+                  capture=tuple(s.capture), folder=folder)
+    finish = runner.Finish("interrupted")
     live = Publisher.for_sweep(s.name, total, manifest.get("x_name", "point"), manifest.get("shaper", ""))
-    live.begin(store.load_runs(folder), todo, fresh=done == 0)
+    try:
+        live.begin(store.load_runs(folder), todo, fresh=done == 0)
+        finish = _run_with_progress(folder, s, ctx, live, todo, done, total)
+    except KeyboardInterrupt:
+        finish = runner.Finish("interrupted")
+    finally:
+        with runner.held_signals():  # the sweep's end is written whole, whatever arrives meanwhile
+            live.finish(finish.outcome == "complete")
+            if finish.outcome != "complete":
+                runner.stop_everything()
+            else:
+                with contextlib.suppress(QuiclabError):
+                    shaper.apply(Link())  # the lab is left unimpaired, as before the sweep
+            status = {"complete": "complete", "interrupted": "interrupted", "environment": "stopped"}[finish.outcome]
+            manifest.update(status=status, finished_at=_now(),
+                            completed_runs=len([r for r in store.load_runs(folder) if store.is_result(r)]))
+            if finish.error:
+                manifest["stopped_by"] = finish.error
+            store.write_json_atomic(folder / store.MANIFEST, manifest)
+            build_report(folder)
+    if finish.outcome == "environment":
+        raise runner.EnvironmentFailure(f"the lab failed, the sweep stopped (the run was not recorded): "
+                                        f"{finish.error}; fix the lab (`quiclab status`, `quiclab up`) and continue "
+                                        f"with: quiclab sweep --resume {folder}")
+    return finish.outcome == "complete"
+
+
+def _run_with_progress(folder: Path, s: Scenario, ctx: Context, live: Publisher, todo: list[PlannedRun], done: int,
+                       total: int) -> runner.Finish:
+    failures, n_session, t_session = 0, 0, time.monotonic()
     log = store.RunLog(folder)
     try:
         with _progress() as progress:
-            task = progress.add_task(s.name, total=total, completed=done, failures=0)
+            task = progress.add_task(s.name, total=total, completed=done, failures=0, eta=None)
+
+            def on_start(run: PlannedRun) -> None:
+                progress.update(task, description=f"{s.name}: {_run_label(run)}")
+
+            def on_retry(run: PlannedRun, why: str) -> None:
+                terminal.warning(f"{_run_label(run)}: the lab failed ({why}); it is healthy again: running the run "
+                                 "again (nothing was recorded)")
 
             def on_done(rec: RunRecord) -> None:
-                nonlocal failures
+                nonlocal failures, n_session
                 failures += rec.status not in ("ok", "unsupported")
-                progress.update(task, advance=1 if rec.status != "interrupted" else 0, failures=failures,
-                                description=f"{s.name}: {rec.point_label} {rec.protocol}")
+                n_session += 1
+                eta = (time.monotonic() - t_session) / n_session * (total - done - n_session)
+                progress.update(task, advance=1, failures=failures, eta=eta)
                 live.record(rec)
 
-            complete = run_all(todo, ctx, log, on_done)
+            return runner.run_all(todo, ctx, log, on_done, on_start, on_retry)
     finally:
         log.close()
-        live.finish(complete)
-    if not complete:
-        stop_everything()
-    else:
-        with contextlib.suppress(QuiclabError):
-            shaper.apply(Link())  # the lab is left unimpaired, as before the sweep
-    manifest.update(status="complete" if complete else "interrupted", finished_at=_now(),
-                    completed_runs=len([r for r in store.load_runs(folder) if r.status != "interrupted"]))
-    store.write_json_atomic(folder / store.MANIFEST, manifest)
-    build_report(folder)
-    return complete
+
+
+def resolve_shaper(s: Scenario) -> shaper.Choice:
+    """One backend for the whole sweep (never netem at some points and linkem at others): `auto` picks netem only
+    if it can emulate every point's link."""
+    links = [p.link for p in points(s)] or [Link()]
+    choices = [shaper.choose(s.shaper, link) for link in links]
+    linkem_needed = [c for c in choices if c.backend == "linkem"]
+    if linkem_needed and len(linkem_needed) < len(choices):
+        return shaper.Choice("linkem", f"{linkem_needed[0].reason} at some points: linkem for every point, so the "
+                                       "sweep has one emulator")
+    return choices[0]
 
 
 def start(s: Scenario, preset: str | None, results_dir: Path) -> tuple[Path, bool]:
+    with lock.holding():
+        return _start(s, preset, results_dir)
+
+
+def resume(folder: Path) -> tuple[Path, bool]:
+    with lock.holding():
+        try:
+            return _resume(folder)
+        except KeyboardInterrupt:
+            _mark_interrupted(folder)
+            raise SweepInterrupted(folder) from None
+
+
+def _mark_interrupted(folder: Path) -> None:
+    """Ctrl-C outside the runs (start-up, resume bookkeeping): the folder says so, nothing runs on, the link is
+    unimpaired."""
+    with runner.held_signals():
+        with contextlib.suppress(QuiclabError, OSError):
+            manifest = store.read_manifest(folder)
+            manifest.update(status="interrupted", finished_at=_now())
+            store.write_json_atomic(folder / store.MANIFEST, manifest)
+        runner.stop_everything()
+
+
+def _start(s: Scenario, preset: str | None, results_dir: Path) -> tuple[Path, bool]:
     lab.require_up()
     runs = plan(s)
     folder = store.new_folder(results_dir, s.name)
     manifest = _manifest(s, preset, len(runs))
+    manifest["status"] = "starting"
+    store.write_json_atomic(folder / store.MANIFEST, manifest)  # a sweep folder from the start: resumable
     terminal.info(f"sweep {s.name}: {len(points(s))} points x {len(s.protocols)} protocols x "
                   f"{len(s.clients) * len(s.servers)} client/server pairs x {s.repeats} repeats = {len(runs)} runs "
                   f"-> {folder.relative_to(config.ROOT) if folder.is_relative_to(config.ROOT) else folder}")
-    with terminal.status("recording versions and checking the shaper"):
-        manifest["versions"] = environment.versions()
-        manifest["congestion_control"] = environment.congestion_control()
-        manifest["implementations"] = environment.implementations([*s.clients, *s.servers], s.quic_cc)
-        first = runs and min(runs, key=lambda r: r.point.index)
-        choice = shaper.choose(s.shaper, first.point.link if first else Link())
-        terminal.info(f"shaper: {choice.backend} ({choice.reason})")
-        manifest["shaper"] = choice.backend
-        manifest["self_check"] = environment.self_check(first.point.link, s.shaper) if first else {}
+    try:
+        _record_environment(folder, s, manifest)
+        return folder, execute(folder, s, manifest, runs, 0, len(runs))
+    except KeyboardInterrupt:
+        _mark_interrupted(folder)
+        raise SweepInterrupted(folder) from None
+
+
+def _record_environment(folder: Path, s: Scenario, manifest: dict[str, Any]) -> None:
+    """Versions, congestion control, the one shaper of the sweep and its self-check, into the manifest. Ctrl-C
+    here leaves a resumable folder (the resume records them) and an unimpaired link."""
+    try:
+        with terminal.status("recording versions and checking the shaper"):
+            manifest["versions"] = environment.versions()
+            manifest["congestion_control"] = environment.congestion_control()
+            manifest["implementations"] = environment.implementations([*s.clients, *s.servers], s.quic_cc)
+            choice = resolve_shaper(s)
+            terminal.info(f"shaper: {choice.backend} ({choice.reason})")
+            manifest["shaper"], manifest["shaper_reason"] = choice.backend, choice.reason
+            pts = points(s)
+            manifest["self_check"] = environment.self_check(pts[0].link, choice.backend) if pts else {}
+            manifest["status"] = "running"
+    except KeyboardInterrupt:
+        for key in ("versions", "shaper"):  # incomplete: the resume records the environment again
+            manifest.pop(key, None)
+        store.write_json_atomic(folder / store.MANIFEST, manifest)
+        raise
     store.write_json_atomic(folder / store.MANIFEST, manifest)
-    return folder, execute(folder, s, manifest, runs, 0, len(runs))
 
 
-def resume(folder: Path) -> tuple[Path, bool]:
+class SweepInterrupted(QuiclabError):
+    """Ctrl-C (or SIGTERM) stopped the sweep cleanly: exit 130, with the command that continues it."""
+
+    exit_code = 130
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(f"sweep interrupted; continue with: quiclab sweep --resume {folder}")
+
+
+def _resume(folder: Path) -> tuple[Path, bool]:
     lab.require_up()
     manifest = store.read_manifest(folder)
     s = validate(manifest["scenario"], str(folder / store.MANIFEST))
     runs = plan(s)
-    kept = store.completed_runs(store.load_runs(folder), {r.key for r in runs})
+    kept = store.completed_runs(store.load_runs(folder, report_torn=True), {r.key for r in runs})
     store.rewrite_runs(folder, list(kept.values()))
     todo = [r for r in runs if r.key not in kept]
     terminal.info(f"resuming {s.name}: {len(kept)} runs done, {len(todo)} to go")
     manifest["status"] = "running"
+    manifest.pop("stopped_by", None)
     manifest.setdefault("resumed_at", []).append(_now())
     store.write_json_atomic(folder / store.MANIFEST, manifest)
+    if "versions" not in manifest or "shaper" not in manifest:  # interrupted before they were recorded
+        _record_environment(folder, s, manifest)
     return folder, execute(folder, s, manifest, todo, len(kept), len(runs))

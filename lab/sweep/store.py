@@ -1,5 +1,6 @@
 """A sweep's results folder: manifest.json (replaced atomically) and runs.csv (one line appended and fsynced
-per completed run, so nothing measured is lost; a torn last line from a crash is dropped on load)."""
+per completed run, so nothing measured is lost). runs.csv is read by lab.results.schema.read_runs only: a torn
+last line (a crash mid-write) is tolerated and reported; any other bad row is an error naming the line."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lab import terminal
 from lab.errors import UsageError
-from lab.results.schema import COLUMNS, RunRecord, from_row, to_row
+from lab.results.schema import COLUMNS, RunRecord, read_runs, to_row
 
 RUNS = "runs.csv"
 MANIFEST = "manifest.json"
@@ -49,21 +51,17 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     return doc
 
 
-def load_runs(folder: Path) -> list[RunRecord]:
-    """Every complete row of runs.csv (a torn or unreadable last line is dropped)."""
+def load_runs(folder: Path, *, report_torn: bool = False) -> list[RunRecord]:
+    """Every run recorded in runs.csv (see read_runs for the one rule); with report_torn, a torn last line is
+    reported as a warning."""
     path = folder / RUNS
     if not path.exists():
         return []
-    records = []
-    with path.open(newline="") as f:
-        for row in csv.DictReader(f):
-            if None in row or any(v is None for v in row.values()):
-                continue  # torn line
-            try:
-                records.append(from_row(row))
-            except (ValueError, TypeError):
-                continue
-    return records
+    f = read_runs(path)
+    if f.torn_line is not None and report_torn:
+        terminal.warning(f"{path}: line {f.torn_line} is incomplete (a write cut short): it is not a run and is "
+                         "ignored (a resume runs that run again)")
+    return f.records
 
 
 def rewrite_runs(folder: Path, records: list[RunRecord]) -> None:
@@ -92,11 +90,21 @@ def latest_matching(results_dir: Path, scenario: dict[str, Any]) -> Path | None:
     return None
 
 
+#: Failure texts with which older versions recorded the lab's own failures as runs; a resume runs them again.
+LEGACY_LAB_FAILURES = ("client exit code -1:", "could not run ")
+
+
+def is_result(r: RunRecord) -> bool:
+    """Whether a recorded row is a measurement: not a legacy "interrupted" row, not a lab failure that older
+    versions recorded as a failed run."""
+    return r.status != "interrupted" and not (r.status == "failed" and r.failure.startswith(LEGACY_LAB_FAILURES))
+
+
 def completed_runs(records: list[RunRecord], planned: set[str]) -> dict[str, RunRecord]:
-    """The runs a resumed sweep keeps: planned, not interrupted, first record per run key (no duplicates)."""
+    """The runs a resumed sweep keeps: planned results (is_result), the first record per run key."""
     kept: dict[str, RunRecord] = {}
     for r in records:
-        if r.status != "interrupted" and r.run_key in planned and r.run_key not in kept:
+        if is_result(r) and r.run_key in planned and r.run_key not in kept:
             kept[r.run_key] = r
     return kept
 

@@ -6,8 +6,11 @@ what is missing, only where no Docker engine can be reached.
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -64,3 +67,14 @@ def on_quiet_host(measure: Callable[[], T], good: Callable[[T], bool], attempts:
                     f"{attempts} attempts (over the {host.MAX_STEAL_PCT:.0f} % a timing-accuracy check allows): the "
                     f"emulator's precision cannot be checked on this host at the moment (docs/benchmarks.md)")
     return results
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def quiclab_popen(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
+    """`quiclab ARGS` in a child process that Ctrl-C (SIGINT) can stop, whatever the test run inherited: under
+    `nohup ... &` SIGINT arrives ignored, and an ignored signal stays ignored across exec."""
+    return subprocess.Popen([sys.executable, "-m", "lab", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=_default_sigint, **kwargs)

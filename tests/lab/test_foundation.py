@@ -18,6 +18,7 @@ from lab.link.spec import parse_link
 from lab.protocols import Protocol
 from lab.transfer import run_transfer
 
+from .conftest import quiclab_popen
 from .probes import client
 
 pytestmark = pytest.mark.lab
@@ -43,8 +44,7 @@ def test_cli_h3_10MB_json(clean_link):
 
 def test_ctrl_c_stops_the_transfer_and_says_so(clean_link):
     shaper.apply(parse_link({"rate": "5mbit"}))  # 20 MB take 32 s: the transfer is surely running when interrupted
-    p = subprocess.Popen([sys.executable, "-m", "lab", "run", "--protocol", "h3", "--size", "20MB"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = quiclab_popen("run", "--protocol", "h3", "--size", "20MB")
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not _client_runs("curl"):

@@ -1,4 +1,5 @@
-"""Ctrl-C: never a silent exit 0, never a half-recorded run."""
+"""Ctrl-C and lab failures in a sweep: never a silent exit 0, never a half-recorded run, never a run recorded that
+was cut short or that the lab (not the transport) failed."""
 
 import os
 import signal
@@ -8,6 +9,29 @@ import typer
 
 import lab.cli as cli
 from lab.sweep import runner
+
+
+@pytest.fixture(autouse=True)
+def own_signal_dispositions():
+    """These tests send themselves SIGINT: they must not depend on what the shell gave pytest (under `nohup ... &`
+    SIGINT arrives ignored)."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for s, h in previous.items():
+        signal.signal(s, h)
+
+
+class Log:
+    def __init__(self, on_append=None):
+        self.lines: list[str] = []
+        self.on_append = on_append
+
+    def append(self, rec):
+        if self.on_append:
+            self.on_append()
+        self.lines.append(rec)
 
 
 def test_ctrl_c_inside_a_command_exits_130_and_says_so(monkeypatch, capsys):
@@ -27,29 +51,92 @@ def test_ctrl_c_inside_a_command_exits_130_and_says_so(monkeypatch, capsys):
 def test_ctrl_c_while_a_run_is_recorded_lets_the_record_finish(monkeypatch):
     executed: list[str] = []
     monkeypatch.setattr(runner, "execute", lambda run, ctx: executed.append(run) or f"record of {run}")
-
-    lines: list[str] = []
-
-    class Log:
-        def append(self, rec):
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C lands in the middle of writing the record...
-            lines.append(rec)                    # ...which still completes
-
+    log = Log(on_append=lambda: os.kill(os.getpid(), signal.SIGINT))  # Ctrl-C lands while the record is written
     counted: list[str] = []
-    complete = runner.run_all(["a", "b", "c"], None, Log(), counted.append)  # type: ignore[arg-type]
-    assert complete is False
+    finish = runner.run_all(["a", "b", "c"], None, log, counted.append)  # type: ignore[arg-type]
+    assert finish.outcome == "interrupted"
     assert executed == ["a"]  # no run started after the Ctrl-C
-    assert lines == counted == ["record of a"]
+    assert log.lines == counted == ["record of a"]  # ...and the record it interrupted was completed
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is restored
 
 
-def test_ctrl_c_during_a_run_records_it_as_interrupted(monkeypatch):
+def test_ctrl_c_during_a_run_records_nothing(monkeypatch):
     def execute(run, ctx):
-        raise KeyboardInterrupt
+        if run == "b":
+            os.kill(os.getpid(), signal.SIGINT)
+        return f"record of {run}"
 
     monkeypatch.setattr(runner, "execute", execute)
-    monkeypatch.setattr(runner, "interrupted", lambda run, ctx: f"{run} interrupted")
-    lines: list[str] = []
-    log = type("Log", (), {"append": lambda self, rec: lines.append(rec)})()
-    assert runner.run_all(["a", "b"], None, log, lambda rec: None) is False  # type: ignore[arg-type]
-    assert lines == ["a interrupted"]
+    log = Log()
+    assert runner.run_all(["a", "b", "c"], None, log, lambda rec: None).outcome == "interrupted"  # type: ignore[arg-type]
+    assert log.lines == ["record of a"]
+
+
+def test_an_interrupt_swallowed_inside_a_run_still_keeps_the_run_out(monkeypatch):
+    """Something on the way (a library, a client wrapper) turns the KeyboardInterrupt into an ordinary failure:
+    the run must still not be recorded (this was the 'client exit code -1: unreadable client output' row)."""
+    def execute(run, ctx):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+        except KeyboardInterrupt:
+            return f"failed record of {run}"  # swallowed
+        return f"record of {run}"
+
+    monkeypatch.setattr(runner, "execute", execute)
+    log = Log()
+    assert runner.run_all(["a"], None, log, lambda rec: None).outcome == "interrupted"  # type: ignore[arg-type]
+    assert log.lines == []
+
+
+def test_sigterm_stops_a_sweep_like_ctrl_c(monkeypatch):
+    def execute(run, ctx):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return f"record of {run}"
+
+    monkeypatch.setattr(runner, "execute", execute)
+    log = Log()
+    assert runner.run_all(["a"], None, log, lambda rec: None).outcome == "interrupted"  # type: ignore[arg-type]
+    assert log.lines == [] and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_an_ignored_sigint_stays_ignored(monkeypatch):
+    """Under nohup a sweep keeps SIGINT ignored (SIGTERM still stops it)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    monkeypatch.setattr(runner, "execute", lambda run, ctx: os.kill(os.getpid(), signal.SIGINT) or f"record of {run}")
+    log = Log()
+    assert runner.run_all(["a", "b"], None, log, lambda rec: None).outcome == "complete"  # type: ignore[arg-type]
+    assert log.lines == ["record of a", "record of b"]
+
+
+def test_a_lab_failure_is_retried_while_the_lab_is_healthy_and_never_recorded(monkeypatch):
+    calls: list[str] = []
+
+    def execute(run, ctx):
+        calls.append(run)
+        if run == "b" and calls.count("b") == 1:
+            raise runner.EnvironmentFailure("docker exec hiccup")
+        return f"record of {run}"
+
+    monkeypatch.setattr(runner, "execute", execute)
+    monkeypatch.setattr(runner, "_lab_problem", lambda: None)
+    retried: list[str] = []
+    log = Log()
+    finish = runner.run_all(["a", "b"], None, log, lambda rec: None,  # type: ignore[arg-type]
+                            on_retry=lambda run, why: retried.append(f"{run}: {why}"))
+    assert finish.outcome == "complete"
+    assert calls == ["a", "b", "b"] and retried == ["b: docker exec hiccup"]
+    assert log.lines == ["record of a", "record of b"]
+
+
+def test_a_lab_that_stays_broken_stops_the_sweep_without_a_record(monkeypatch):
+    def execute(run, ctx):
+        if run == "b":
+            raise runner.EnvironmentFailure("router is exited")
+        return f"record of {run}"
+
+    monkeypatch.setattr(runner, "execute", execute)
+    monkeypatch.setattr(runner, "_lab_problem", lambda: "quiclab-router is exited")
+    log = Log()
+    finish = runner.run_all(["a", "b", "c"], None, log, lambda rec: None)  # type: ignore[arg-type]
+    assert (finish.outcome, finish.error) == ("environment", "router is exited")
+    assert log.lines == ["record of a"]

@@ -133,3 +133,18 @@ def test_sweep_cli_bad_scenario_file(tmp_path: Path):
     r = subprocess.run([sys.executable, "-m", "lab", "sweep", "--scenario", str(f)], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2 and "'101%'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_one_shaper_per_sweep(monkeypatch):
+    """auto never mixes netem and linkem inside one sweep: a point netem cannot emulate puts every point on linkem."""
+    from lab.link import router
+    from lab.sweep import session
+
+    monkeypatch.setattr(router, "has_netem", lambda: True)
+    plain = validate({"name": "t", "sweep": {"loss": ["0%", "1%"]}}, "t")
+    assert session.resolve_shaper(plain).backend == "netem"
+    mixed = validate({"name": "t", "link": {"rate": "10mbit"}, "sweep": {"spikes": ["off", "5s:200ms:10%"]}}, "t")
+    choice = session.resolve_shaper(mixed)
+    assert choice.backend == "linkem" and "every point" in choice.reason
+    monkeypatch.setattr(router, "has_netem", lambda: False)
+    assert session.resolve_shaper(plain).backend == "linkem"
