@@ -46,12 +46,10 @@ class CurlClient:
 def _resolve(url: str) -> list[str]:
     """`--resolve host:port:address` for a lab server's URL, from the registry: curl connects to the address the
     registry names without asking /etc/hosts or DNS (the TLS name stays the host). Nothing for another URL."""
-    u = urlsplit(url)
-    for name in registry().names("server"):
-        impl = registry().server(name)
-        if impl.host == u.hostname:
-            return ["--resolve", f"{impl.host}:{u.port or 443}:{impl.address}"]
-    return []
+    server = registry().server_at(url)
+    if server is None:
+        return []
+    return ["--resolve", f"{server.host}:{urlsplit(url).port or 443}:{server.address}"]
 
 
 def parse_fetch_json(stdout: str) -> ClientReport:

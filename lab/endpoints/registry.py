@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -137,6 +138,11 @@ class Registry:
 
     def server(self, name: str) -> Implementation:
         return self.get(name, "server")
+
+    def server_at(self, url: str) -> Implementation | None:
+        """The server whose TLS name is the URL's host (clients connect to its registered address), if any."""
+        host = urlsplit(url).hostname
+        return next((i for i in self.implementations.values() if i.role == "server" and i.host == host), None)
 
     def check_quic_cc(self, client: str, choice: str, what: str = "--cc") -> str:
         """`choice` if `client` can run its QUIC stack with that congestion controller; else a one-line error."""

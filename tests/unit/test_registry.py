@@ -141,6 +141,17 @@ def test_debian_unstables_nginx_and_curl_are_implementations_of_their_own():
     assert curl.command(request) == get_client("curl").command(request)
 
 
+def test_clients_connect_to_the_registrys_address_not_to_what_etc_hosts_says():
+    reg = registry()
+    assert reg.server_at("https://nginx130.quiclab:8443/obj/1").name == "nginx-1.30"
+    assert reg.server_at("https://server.quiclab/obj/1").name == "nginx"
+    assert reg.server_at("https://10.71.2.10/obj/1") is None
+    request = TransferRequest(protocol=Protocol.H3, size=1, url="https://nginx130.quiclab/obj/1", timeout_s=5)
+    assert "HOST_ADDR=10.71.2.13" in get_client("gtlsclient").command(request)
+    cmd = get_client("curl").command(request)
+    assert cmd[cmd.index("--resolve") + 1] == "nginx130.quiclab:443:10.71.2.13"
+
+
 @pytest.mark.parametrize(("name", "ok"), [("nginx-1.30", True), ("curl-8.23", True), ("a_b", True),
                                           ("Nginx", False), ("-nginx", False), (".x", False), ("a/b", False),
                                           ("a b", False)])
