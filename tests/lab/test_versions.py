@@ -119,9 +119,10 @@ def test_stop_clients_stops_a_transfer_in_the_second_client_container(clean_link
 
     monkeypatch.setattr(lab.transfer, "registry", lambda: Registry({"curl-8.23": registry().client("curl-8.23")}))
     container = get_client("curl-8.23").container
-    url = check_server("nginx-1.30").url("/obj/10000000")
+    server = check_server("nginx-1.30")
     docker.client().container.execute(container, ["quiclab-fetch", "--http3-only", "-sS", "--cacert", config.CA_FILE,
-                                                  "--limit-rate", "50k", url], detach=True)
+                                                  "--resolve", f"{server.host}:443:{server.address}",
+                                                  "--limit-rate", "50k", server.url("/obj/10000000")], detach=True)
     deadline = time.monotonic() + 10
     while _curls(container) == 0:
         assert time.monotonic() < deadline, "the slow transfer did not start"
@@ -142,7 +143,8 @@ def test_every_client_container_trusts_every_server(lab_up):
             impl = check_server(name)
             flag = "--http1.1" if impl.supports(Protocol.H1) else "--http3-only"
             out = docker.exec_in(container, ["quiclab-fetch", flag, "-sS", "--cacert", config.CA_FILE, "--max-time",
-                                             "10", "-o", "/dev/null", impl.url("/obj/10000")])
+                                             "10", "--resolve", f"{impl.host}:{impl.port}:{impl.address}",
+                                             "-o", "/dev/null", impl.url("/obj/10000")])
             assert json.loads(out)["exit"] == 0, (container, name, out)
 
 
