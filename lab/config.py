@@ -20,10 +20,12 @@ PROJECT = "quiclab"
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 
-CLIENT_CONTAINER = "quiclab-client"
+CLIENT_CONTAINER = "quiclab-client"  # curl 8.14, gtlsclient (Debian trixie)
+CLIENT_SID_CONTAINER = "quiclab-client-sid"  # curl 8.23 (Debian unstable)
 SERVER_CONTAINER = "quiclab-server"  # nginx; it also makes the test objects (lab/objects.py)
 SERVER_NGTCP2_CONTAINER = "quiclab-server-ngtcp2"
 SERVER_CADDY_CONTAINER = "quiclab-server-caddy"
+SERVER_NGINX130_CONTAINER = "quiclab-server-nginx130"  # nginx 1.30 (Debian unstable)
 ROUTER_CONTAINER = "quiclab-router"
 PROMETHEUS_CONTAINER = "quiclab-prometheus"
 PUSHGATEWAY_CONTAINER = "quiclab-pushgateway"

@@ -97,48 +97,63 @@ ensure_compose() {
   ok "$(docker compose version | head -1) installed to /usr/local/lib/docker/cli-plugins"
 }
 
-# --- base image -----------------------------------------------------------------------------------------------------
-# Every image builds FROM ${QUICLAB_BASE_IMAGE}: debian:trixie-slim where a registry can be reached, otherwise a
-# local image made by debootstrap + docker import (cached: made once). The choice is written to .env, which
-# docker compose reads, so a plain `docker compose build/up` uses it too.
-base_local=quiclab/base:trixie
-ensure_base_image() {
-  local base
-  if [ -n "${QUICLAB_BASE_IMAGE:-}" ]; then
-    base=$QUICLAB_BASE_IMAGE
-  elif docker image inspect debian:trixie-slim >/dev/null 2>&1; then
-    base=debian:trixie-slim
-  elif docker image inspect "$base_local" >/dev/null 2>&1; then
-    base=$base_local
-  elif timeout 60 docker pull -q debian:trixie-slim >/dev/null 2>&1; then
-    base=debian:trixie-slim
+# --- base images ----------------------------------------------------------------------------------------------------
+# Every image builds FROM one Debian base, one suite per image (suites are never mixed inside an image):
+#   QUICLAB_BASE_IMAGE      trixie: every image but the two below
+#   QUICLAB_BASE_IMAGE_SID  unstable: server-nginx130 (nginx 1.30) and client-sid (curl 8.23)
+# Each is debian:<suite>-slim where a registry can be reached, otherwise a local image made by debootstrap +
+# docker import (cached: made once). The choice is written to .env, which docker compose reads, so a plain
+# `docker compose build/up` uses it too.
+#
+# ensure_base SUITE REGISTRY_IMAGE LOCAL_IMAGE ENV_NAME
+ensure_base() {
+  local suite=$1 remote=$2 local_image=$3 var=$4 base
+  if [ -n "${!var:-}" ]; then
+    base=${!var}
+  elif docker image inspect "$remote" >/dev/null 2>&1; then
+    base=$remote
+  elif docker image inspect "$local_image" >/dev/null 2>&1; then
+    base=$local_image
+  elif timeout 60 docker pull -q "$remote" >/dev/null 2>&1; then
+    base=$remote
   else
-    step "no registry reachable for debian:trixie-slim: building $base_local with debootstrap (once, ~1 min)"
+    step "no registry reachable for $remote: building $local_image with debootstrap (once, ~1 min)"
     command -v debootstrap >/dev/null || apt_install debootstrap
-    local mirror
+    local mirror log=/var/log/quiclab-debootstrap-$suite.log
     mirror=$(debian_mirror)
     rootfs=$(mktemp -d /var/tmp/quiclab-rootfs.XXXXXX)
     trap 'rm -rf "${rootfs:?}"' EXIT
-    debootstrap --variant=minbase trixie "$rootfs" "$mirror" >/var/log/quiclab-debootstrap.log 2>&1 \
-      || die "debootstrap trixie failed: see /var/log/quiclab-debootstrap.log"
+    debootstrap --variant=minbase "$suite" "$rootfs" "$mirror" >"$log" 2>&1 \
+      || die "debootstrap $suite failed: see $log"
     # the images' apt must reach the same mirror the host uses
-    echo "deb $mirror trixie main" >"$rootfs/etc/apt/sources.list"
+    echo "deb $mirror $suite main" >"$rootfs/etc/apt/sources.list"
     rm -f "$rootfs/etc/apt/sources.list.d/"*.sources
-    tar -C "$rootfs" -c . | docker import -c 'CMD ["/bin/bash"]' - "$base_local" >/dev/null
+    if [ "$suite" = unstable ]; then
+      # unstable's Release file carries a Valid-Until date (a week ahead); a mirror that serves a snapshot of it
+      # is "expired" for apt. Baked in here so the Dockerfiles need no flags.
+      printf '%s\n' '// quiclab (scripts/setup.sh): the mirror may serve a snapshot of unstable whose Release has expired' \
+        'Acquire::Check-Valid-Until "false";' >"$rootfs/etc/apt/apt.conf.d/99quiclab-valid-until"
+    fi
+    tar -C "$rootfs" -c . | docker import -c 'CMD ["/bin/bash"]' - "$local_image" >/dev/null
     rm -rf "$rootfs"; trap - EXIT
-    base=$base_local
+    base=$local_image
   fi
+  local line="$var=$base"
+  if [ "$(grep -s "^$var=" .env)" != "$line" ]; then
+    { grep -sv "^$var=" .env || true; echo "$line"; } >.env.tmp && mv .env.tmp .env
+  fi
+  ok "base image ($suite): $base"
+}
+
+ensure_base_images() {
+  ensure_base trixie debian:trixie-slim quiclab/base:trixie QUICLAB_BASE_IMAGE
+  ensure_base unstable debian:sid-slim quiclab/base:sid QUICLAB_BASE_IMAGE_SID
   # The router's build stage fetches crates from crates.io: give it the CAs this host trusts (some networks
   # inspect TLS with their own CA). Copied only when it changed, so the build cache holds.
   local bundle=${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}
   if [ -s "$bundle" ] && ! cmp -s "$bundle" linkem/.build-ca/ca.crt; then
     mkdir -p linkem/.build-ca && cp "$bundle" linkem/.build-ca/ca.crt
   fi
-  local line="QUICLAB_BASE_IMAGE=$base"
-  if [ "$(grep -s '^QUICLAB_BASE_IMAGE=' .env)" != "$line" ]; then
-    { grep -sv '^QUICLAB_BASE_IMAGE=' .env || true; echo "$line"; } >.env.tmp && mv .env.tmp .env
-  fi
-  ok "base image: $base"
 }
 
 # --- uv and just ---------------------------------------------------------------------------------------------------
@@ -195,7 +210,7 @@ ensure_compose
 ensure_tools
 ensure_sysctls
 ensure_python
-ensure_base_image
+ensure_base_images
 if [ "${QUICLAB_SETUP_NO_UP:-0}" = 1 ]; then
   uv run --frozen quiclab build
 elif [ "${QUICLAB_SETUP_NO_BUILD:-0}" = 1 ]; then

@@ -25,6 +25,9 @@ class Ngtcp2Client:
         # start it then (the registry says so first).
         env = [f"PROTOCOL={request.protocol.value}", f"URL={request.url}",
                f"TIMEOUT={max(1, round(request.timeout_s))}"]
+        server = registry().server_at(request.url)
+        if server is not None:  # the registry's address, not /etc/hosts or DNS (as curl's --resolve)
+            env.append(f"HOST_ADDR={server.address}")
         cc = request.cc or self.cc
         if cc:
             env.append(f"CC={cc}")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -65,7 +66,7 @@ class QlogInstance(BaseModel):
 class Implementation(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")  # e.g. nginx-1.30 (a TOML table name: quote it)
     role: Role
     description: str = ""
     protocols: frozenset[Protocol] = Field(min_length=1)
@@ -137,6 +138,11 @@ class Registry:
 
     def server(self, name: str) -> Implementation:
         return self.get(name, "server")
+
+    def server_at(self, url: str) -> Implementation | None:
+        """The server whose TLS name is the URL's host (clients connect to its registered address), if any."""
+        host = urlsplit(url).hostname
+        return next((i for i in self.implementations.values() if i.role == "server" and i.host == host), None)
 
     def check_quic_cc(self, client: str, choice: str, what: str = "--cc") -> str:
         """`choice` if `client` can run its QUIC stack with that congestion controller; else a one-line error."""

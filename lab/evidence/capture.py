@@ -4,7 +4,7 @@
   delivered to (and took from) the client, `server-side.pcap` the same at the server's side.
 - keylog: the client's TLS secrets (SSLKEYLOGFILE, NSS key log format: curl/OpenSSL and gtlsclient/GnuTLS both
   write it), so Wireshark/tshark decrypt TLS and QUIC in those captures: `keys.log`.
-- qlog: from clients that write it (gtlsclient: QLOGDIR) as `client-*.sqlog`, and from servers whose registry
+- qlog: from clients that write it (gtlsclient, curl-8.23: QLOGDIR) as `client-*.sqlog`, and from servers whose registry
   entry has a `qlog` instance (gtlsserver): for the run, a second server process with QLOGDIR set serves the
   same objects on another port, and the client fetches from it: `server-*.sqlog`.
 
@@ -32,8 +32,8 @@ from lab.errors import EnvironmentProblem, UsageError
 from lab.link import router
 
 KINDS = ("pcap", "keylog", "qlog")
-#: Clients whose registry entry writes qlog when QLOGDIR is set (curl's OpenSSL QUIC stack does not).
-QLOG_CLIENTS = frozenset({"gtlsclient"})
+#: Clients that write qlog when QLOGDIR is set (curl 8.23 through ngtcp2; curl 8.14's OpenSSL QUIC stack does not).
+QLOG_CLIENTS = frozenset({"gtlsclient", "curl-8.23"})
 _ROUTER_DIR = "/tmp/quiclab-evidence"
 _CLIENT_DIR = "/tmp/quiclab-evidence"
 _START_TIMEOUT_S = 10.0
@@ -140,7 +140,9 @@ def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: st
                 _start_qlog_server(server, server_qlog)
                 ev.server_port = server.qlog.port
         if ev.client_env:
-            docker.exec_in(client_container, ["mkdir", "-p", client_dir])
+            # curl 8.23 writes qlog only into a QLOGDIR that exists (gtlsclient's wrapper makes its own)
+            docker.exec_in(client_container, ["mkdir", "-p", client_dir, *(
+                [ev.client_env["QLOGDIR"]] if "QLOGDIR" in ev.client_env else [])])
         if "pcap" in kinds:
             ifs = router.interfaces()
             router.run("mkdir", "-p", _ROUTER_DIR)

@@ -40,6 +40,11 @@ def versions() -> dict[str, str]:
         "curl": curl[0] if curl else "unknown",
         "openssl (client)": _exec(config.CLIENT_CONTAINER, "openssl", "version"),
         "ngtcp2 (gtlsclient)": _exec(config.CLIENT_CONTAINER, "dpkg-query", "-W", "-f='${Version}'", "ngtcp2-client"),
+        # Debian unstable's nginx and curl, in their own containers (registry: nginx-1.30, curl-8.23)
+        "nginx-1.30": _exec(config.SERVER_NGINX130_CONTAINER, "nginx", "-v").replace("nginx version: ", ""),
+        "openssl (nginx-1.30)": _exec(config.SERVER_NGINX130_CONTAINER, "openssl", "version"),
+        "curl-8.23": _exec(config.CLIENT_SID_CONTAINER, "curl", "--version").split("\n")[0],
+        "openssl (curl-8.23)": _exec(config.CLIENT_SID_CONTAINER, "openssl", "version"),
         "linkem": _exec(config.ROUTER_CONTAINER, "linkem", "--version"),
         "iproute2": _exec(config.ROUTER_CONTAINER, "tc", "-V"),
         "kernel": platform.release(),

@@ -14,8 +14,20 @@ def req(p: Protocol, size: int = 1000) -> TransferRequest:
 def test_h3_never_falls_back():
     cmd = CurlClient().command(req(Protocol.H3))
     assert "--http3-only" in cmd and "--http3" not in cmd
+    assert "--ipv4" in cmd  # the lab is IPv4 only: no wait for an AAAA answer in the measured connect time
     assert "--insecure" not in cmd and "-k" not in cmd
     assert cmd[cmd.index("--cacert") + 1] == "/certs/ca.pem"
+
+
+def test_curl_connects_to_the_registrys_address_for_the_servers_name():
+    """Not /etc/hosts or DNS: the server's address comes from the registry (the TLS name stays its host)."""
+    cmd = CurlClient().command(req(Protocol.H3))
+    assert cmd[cmd.index("--resolve") + 1] == "server.quiclab:443:10.71.2.10"
+    qlog = TransferRequest(protocol=Protocol.H3, size=1, url="https://nginx130.quiclab:4433/obj/1", timeout_s=5)
+    cmd = CurlClient().command(qlog)
+    assert cmd[cmd.index("--resolve") + 1] == "nginx130.quiclab:4433:10.71.2.13"
+    other = TransferRequest(protocol=Protocol.H1, size=1, url="https://10.71.2.12/obj/1", timeout_s=5)
+    assert "--resolve" not in CurlClient().command(other)
 
 
 def test_flags_per_protocol():

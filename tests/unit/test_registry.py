@@ -43,8 +43,8 @@ def one_line_error(data: dict) -> str:
 
 def test_the_registry_loads_with_the_issue_matrix():
     reg = load()
-    assert reg.names("client") == ["curl", "gtlsclient"]
-    assert reg.names("server") == ["nginx", "ngtcp2", "caddy"]
+    assert reg.names("client") == ["curl", "gtlsclient", "curl-8.23"]
+    assert reg.names("server") == ["nginx", "ngtcp2", "caddy", "nginx-1.30"]
     assert reg.client("curl").protocols == frozenset(Protocol)
     assert reg.client("gtlsclient").protocols == {Protocol.H3}
     assert reg.server("ngtcp2").protocols == {Protocol.H3}
@@ -111,9 +111,9 @@ def test_a_registry_file_that_is_not_toml_is_a_usage_error(tmp_path):
 
 
 def test_unknown_names_list_the_allowed_ones():
-    with pytest.raises(UsageError, match="unknown client 'quiche': allowed are curl, gtlsclient"):
+    with pytest.raises(UsageError, match=r"unknown client 'quiche': allowed are curl, gtlsclient, curl-8\.23$"):
         get_client("quiche")
-    with pytest.raises(UsageError, match="unknown server 'curl': allowed are nginx, ngtcp2, caddy"):
+    with pytest.raises(UsageError, match=r"unknown server 'curl': allowed are nginx, ngtcp2, caddy, nginx-1\.30$"):
         check_server("curl")
 
 
@@ -122,6 +122,64 @@ def test_adapters_come_from_the_registry():
     assert (curl.name, curl.container, curl.protocols) == ("curl", "quiclab-client", frozenset(Protocol))
     assert isinstance(g, Ngtcp2Client) and g.protocols == {Protocol.H3}
     assert "gtlsclient" in g.processes
+
+
+def test_debian_unstables_nginx_and_curl_are_implementations_of_their_own():
+    reg = registry()
+    new, old = reg.server("nginx-1.30"), reg.server("nginx")
+    assert new.container == "quiclab-server-nginx130" != old.container
+    assert (new.address, new.host, new.service) == ("10.71.2.13", "nginx130.quiclab", "server-nginx130")
+    assert new.protocols == old.protocols == frozenset(Protocol)
+    assert new.cc(Protocol.H3).startswith("cubic (nginx QUIC") and old.cc(Protocol.H3).startswith("newreno")
+    assert "0-RTT" in new.description and "ssl_early_data on" in new.description
+    curl = get_client("curl-8.23")
+    assert (curl.name, curl.container, curl.protocols) == ("curl-8.23", "quiclab-client-sid", frozenset(Protocol))
+    assert curl.processes == get_client("curl").processes
+    assert reg.client("curl-8.23").quic_cc.describe().startswith("cubic (curl: ngtcp2")
+    # The same wrapper as curl 8.14: only the container differs.
+    request = TransferRequest(protocol=Protocol.H3, size=1, url="https://nginx130.quiclab/obj/1", timeout_s=5)
+    assert curl.command(request) == get_client("curl").command(request)
+
+
+def test_clients_connect_to_the_registrys_address_not_to_what_etc_hosts_says():
+    reg = registry()
+    assert reg.server_at("https://nginx130.quiclab:8443/obj/1").name == "nginx-1.30"
+    assert reg.server_at("https://server.quiclab/obj/1").name == "nginx"
+    assert reg.server_at("https://10.71.2.10/obj/1") is None
+    request = TransferRequest(protocol=Protocol.H3, size=1, url="https://nginx130.quiclab/obj/1", timeout_s=5)
+    assert "HOST_ADDR=10.71.2.13" in get_client("gtlsclient").command(request)
+    cmd = get_client("curl").command(request)
+    assert cmd[cmd.index("--resolve") + 1] == "nginx130.quiclab:443:10.71.2.13"
+
+
+@pytest.mark.parametrize(("name", "ok"), [("nginx-1.30", True), ("curl-8.23", True), ("a_b", True),
+                                          ("Nginx", False), ("-nginx", False), (".x", False), ("a/b", False),
+                                          ("a b", False)])
+def test_implementation_names_may_carry_a_version(name, ok):
+    data = copy.deepcopy(DATA)
+    data[name] = data.pop("caddy")
+    if ok:
+        assert parse(data, "x").server(name).container == "quiclab-server-caddy"
+    else:
+        assert f"implementation {name!r}: invalid field 'name'" in one_line_error(data)
+
+
+def test_every_implementation_is_wired_into_compose_and_the_lab():
+    """A registry entry needs its compose service, container, host name in every client's /etc/hosts, a certificate
+    from the pki one-shot, and its container among the ones `quiclab up` waits for (docs/implementations.md)."""
+    from lab import config, lab
+
+    compose = config.COMPOSE_FILE.read_text()
+    clients = {reg.container for reg in (registry().client(n) for n in client_names())}
+    assert compose.count("extra_hosts: ") == len(clients)
+    for impl in registry().implementations.values():
+        assert f"container_name: {impl.container}\n" in compose, impl.name
+        assert impl.container in lab.REQUIRED_FOR_RUNS and impl.container in lab.LAB_CONTAINERS, impl.name
+        if impl.role == "server":
+            assert f"\n  {impl.service}:\n" in compose and f"{impl.service}-route" in lab.ONE_SHOTS, impl.name
+            assert f'"{impl.host}:{impl.address}"' in compose, impl.name
+            assert f"{impl.name}={impl.host},{impl.address}" in compose, impl.name
+            assert f"ipv4_address: {impl.address}}}" in compose, impl.name
 
 
 def test_unsupported_combinations_are_known_without_running():
