@@ -10,6 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 
 CLIENT_CONTAINER = "quiclab-client"
+BROWSER_CONTAINER = "quiclab-client-browser"  # headless chromium (images/client-browser)
 SERVER_CONTAINER = "quiclab-server"  # nginx; it also makes the test objects (lab/objects.py)
 SERVER_NGTCP2_CONTAINER = "quiclab-server-ngtcp2"
 SERVER_CADDY_CONTAINER = "quiclab-server-caddy"
@@ -19,6 +20,7 @@ PUSHGATEWAY_CONTAINER = "quiclab-pushgateway"
 GRAFANA_CONTAINER = "quiclab-grafana"
 
 CLIENT_IP = "10.71.1.10"
+BROWSER_IP = "10.71.1.11"
 SERVER_IP = "10.71.2.10"
 ROUTER_CLIENT_SIDE_IP = "10.71.1.254"
 ROUTER_SERVER_SIDE_IP = "10.71.2.254"

@@ -16,13 +16,14 @@ from lab.errors import EnvironmentProblem, QuiclabError
 from lab.observe import services
 
 LAB_CONTAINERS = (config.ROUTER_CONTAINER, config.SERVER_CONTAINER, config.SERVER_NGTCP2_CONTAINER,
-                  config.SERVER_CADDY_CONTAINER, config.CLIENT_CONTAINER, config.PROMETHEUS_CONTAINER,
-                  config.PUSHGATEWAY_CONTAINER)
+                  config.SERVER_CADDY_CONTAINER, config.CLIENT_CONTAINER, config.BROWSER_CONTAINER,
+                  config.PROMETHEUS_CONTAINER, config.PUSHGATEWAY_CONTAINER)
 REQUIRED_FOR_RUNS = (config.ROUTER_CONTAINER, config.SERVER_CONTAINER, config.SERVER_NGTCP2_CONTAINER,
                      config.SERVER_CADDY_CONTAINER, config.CLIENT_CONTAINER)
 PROJECT_LABEL = f"com.docker.compose.project={config.PROJECT}"
 #: One-shot services that exit 0: the lab PKI, and the helpers that route each lab network through the router.
-ONE_SHOTS = ("pki", "client-route", "server-route", "server-ngtcp2-route", "server-caddy-route")
+ONE_SHOTS = ("pki", "client-route", "client-browser-route", "server-route", "server-ngtcp2-route",
+             "server-caddy-route")
 UP_TIMEOUT_S = 180.0
 GRAFANA_PULL_TIMEOUT_S = 20.0
 GRAFANA_START_TIMEOUT_S = 90.0

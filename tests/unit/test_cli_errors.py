@@ -20,6 +20,8 @@ def quiclab(*args: str) -> subprocess.CompletedProcess[str]:
     (["run", "--bogus"], "--bogus"),
     (["bench", "link", "--rounds", "0"], "--rounds 0"),
     (["bench", "disk"], "'disk'"),
+    (["sweep", "quick", "--workload", "page:0x1kB"], "'page:0x1kB'"),
+    (["sweep", "quick", "--workload", "bulk,pgae:1x1kB"], "'pgae:1x1kB'"),
 ])
 def test_bad_input_exits_2_with_one_line(args, needle):
     r = quiclab(*args)
