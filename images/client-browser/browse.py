@@ -148,7 +148,8 @@ def main() -> int:
                 driver.quit()
             except Exception:  # noqa: BLE001 - the run's result is already read; a browser that will not quit is killed below
                 pass
-        subprocess.run(["pkill", "-u", str(os.getuid()), "-f", f"--user-data-dir={home}/profile"], check=False)
+        subprocess.run(["pkill", "-u", str(os.getuid()), "-f", "--", f"--user-data-dir={home}/profile"], check=False,
+                       capture_output=True)
         shutil.rmtree(home, ignore_errors=True)
     _emit(doc)
     return 0
