@@ -6,6 +6,8 @@
 #                        connection; HTTP/1.1 opens up to PARALLEL connections at once (--parallel-immediate)
 #             sequential one curl, the URLs one after the other (one connection, reused)
 #             separate   one curl per URL, one after the other (a new connection and a full handshake each)
+#             resume     (HTTP/1.1; NAMES="first second", BASE = the object's URL) one curl, two connections one
+#                        after the other, the second resuming the first's TLS session
 #   BASE      the URL the object names are relative to (ends in /);  NAMES  the object names, space-separated
 #   TIMEOUT   seconds for the whole run;  PARALLEL  connections for HTTP/1.1 pages (default 6);  CA  the CA file
 # Each body is written to a private temporary directory, hashed and deleted. Prints one JSON line:
@@ -51,6 +53,11 @@ case "$mode" in
       curl "${common[@]}" --max-time "$left" -o "$dir/$n" "$base$n" 2>&1 >/dev/null | stamp
       r=${PIPESTATUS[0]}; [ "$r" -ne 0 ] && { rc=$r; break; }
     done ;;
+  resume)  # BASE is the object's URL; two connections in one curl: the first closes after its response
+    # (Connection: close), the second resumes its TLS session from curl's session cache (HTTP/1.1 only)
+    curl "${common[@]}" --max-time "$timeout" -H "Connection: close" -o "$dir/first" "$base" --next \
+      "${common[@]}" --max-time "$timeout" -o "$dir/second" "$base" 2>&1 >/dev/null | stamp
+    rc=${PIPESTATUS[0]} ;;
   *) echo "quiclab-page-fetch: unknown MODE '$mode'" >&2; exit 2 ;;
 esac
 drops1=$(quiclab-rcvbuf-errors)

@@ -39,9 +39,9 @@ class CurlClient:
     def parse(self, stdout: str) -> ClientReport:
         return parse_fetch_json(stdout)
 
-    # workloads (lab/workloads): page, reuse, new through quiclab-page-fetch
+    # workloads (lab/workloads): page, reuse, new, resume (HTTP/1.1) through quiclab-page-fetch
     def workload_unsupported(self, w: Workload, protocol: Protocol) -> str:
-        return ""
+        return workload_curl.unsupported(w, protocol)
 
     def workload_command(self, w: Workload, protocol: Protocol, base: str, names: list[str], timeout_s: float,
                          env: dict[str, str], cc: str | None = None) -> list[str]:

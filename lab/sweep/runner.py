@@ -88,7 +88,7 @@ def _record(run: PlannedRun, ctx: Context, backend: str, link: Link, started: st
         handshake_s=None, ttfb_s=None, total_s=None, goodput_bps=None, wall_s=0.0, overhead_s=None,
         wire_down_bytes=None, wire_up_bytes=None, wire_overhead=None,
         cc_client=ctx.cc_of(run.client, run.protocol), cc_server=ctx.cc_of(run.server, run.protocol),
-        started_at=started, timeout_s=ctx.timeout_for(run))
+        started_at=started, timeout_s=ctx.timeout_for(run), workload=workloads.workload_of(run.point).label())
 
 
 class EnvironmentFailure(QuiclabError):

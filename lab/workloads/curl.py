@@ -13,7 +13,15 @@ from lab.workloads.result import ObjectReport, ParsedRun
 from lab.workloads.spec import H1_CONNECTIONS, Workload
 
 #: workload kind -> the wrapper's MODE
-MODES = {"page": "parallel", "reuse": "sequential", "new": "separate"}
+MODES = {"page": "parallel", "reuse": "sequential", "new": "separate", "resume": "resume"}
+#: why curl cannot run a workload over a protocol ("" when it can)
+RESUME_H1_ONLY = ("curl resumes a session on a second connection over HTTP/1.1 only here (Connection: close in one "
+                  "curl process; Debian's curl 8.14 has no --ssl-sessions, and curl keeps an HTTP/2 or HTTP/3 "
+                  "connection open)")
+
+
+def unsupported(w: Workload, protocol: Protocol) -> str:
+    return RESUME_H1_ONLY if w.kind == "resume" and protocol is not Protocol.H1 else ""
 
 
 def command(w: Workload, protocol: Protocol, base: str, names: list[str], timeout_s: float,
