@@ -73,6 +73,7 @@ class RunRecord:
     handshakes: int | None = None     # TLS/QUIC handshakes the client made (full or resumed)
     resumed: bool | None = None       # resume/0rtt: the measured connection resumed the first one's session
     early_data: bool | None = None    # 0rtt: the request went as 0-RTT early data and was accepted
+    wire_connections: int | None = None  # connections in the router's client-side capture (with --capture pcap)
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecord))

@@ -26,6 +26,7 @@ from lab.endpoints import check_server
 from lab.endpoints.base import ClientAdapter
 from lab.endpoints.registry import UNSUPPORTED_EXIT, registry
 from lab.errors import EnvironmentProblem
+from lab.evidence import pcap
 from lab.evidence.capture import Evidence
 from lab.models import TransferResult
 from lab.protocols import Protocol
@@ -167,19 +168,41 @@ def annotate(rec: RunRecord, result: TransferResult, w: Workload, ev: Evidence, 
     rec.connections, rec.handshakes = result.connections, result.handshakes
     done = [o.done_s for o in result.objects_timed]
     rec.object_p50_s = float(np.median(done)) if done and not w.sessions else None
+    rec.wire_connections = _wire_connections(ev, rec.server, client_ip(rec.client))
     if w.sessions and rec.status == "ok":
         _prove_sessions(rec, result, ev)
     if folder is not None and result.objects_timed and rec.status != "unsupported":
         objects.append(folder, rec, result.objects_timed)
 
 
+def client_ip(client: str) -> str:
+    """The address a client's container has on clientnet."""
+    return config.BROWSER_IP if registry().client(client).container == config.BROWSER_CONTAINER else config.CLIENT_IP
+
+
+def _wire_connections(ev: Evidence, server: str, client: str) -> int | None:
+    """Connections from the client to the server in the router's client-side capture (None without one): distinct
+    client ports (one per TCP connection; one per QUIC connection's socket, as curl, gtlsclient and chromium
+    open them)."""
+    path = ev.find("client-side.pcap")
+    if path is None:
+        return None
+    impl = registry().server(server)
+    port = ev.server_port or impl.port or 443
+    try:
+        packets = pcap.read_pcap(path.read_bytes())
+    except (OSError, pcap.PcapError):
+        return None
+    return len({(p.proto, p.sport) for p in packets if p.src == client and p.dst == impl.address and p.dport == port})
+
+
 def _prove_sessions(rec: RunRecord, result: WorkloadRun, ev: Evidence) -> None:
-    pcap, keys = ev.find("client-side.pcap"), ev.find("keys.log")
-    if pcap is None or keys is None:
+    capture_file, keys = ev.find("client-side.pcap"), ev.find("keys.log")
+    if capture_file is None or keys is None:
         raise EnvironmentProblem("a resume/0rtt run needs its capture and key log, and one is missing: "
                                  f"{'; '.join(ev.problems) or 'no files'}")
-    v = sessions.analyze(sessions.inspect(pcap, keys, config.CLIENT_IP), config.CLIENT_IP,
-                         bool(result.sessions_early))
+    ip = client_ip(rec.client)
+    v = sessions.analyze(sessions.inspect(capture_file, keys, ip), ip, bool(result.sessions_early))
     rec.handshakes = v.handshakes
     rec.connections = len(v.connections)
     rec.resumed = v.resumed
