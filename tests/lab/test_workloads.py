@@ -16,8 +16,6 @@ from lab.workloads import objects as objects_file
 pytestmark = pytest.mark.lab
 
 LINK = """
-repeats = 1
-timeout = 120
 [link]
 rtt = "20ms"
 rate = "50mbit"
@@ -25,8 +23,11 @@ rate = "50mbit"
 
 
 def sweep(tmp_path: Path, name: str, body: str) -> tuple[Path, list[RunRecord]]:
+    """A one-repeat sweep of `body` (top-level keys, then an optional [sweep] table) over a 50 Mbit/s, 20 ms link."""
+    top, _, swept = body.partition("[sweep]")
     scenario = tmp_path / f"{name}.toml"
-    scenario.write_text(f'name = "{name}"\n{body}\n{LINK}')
+    scenario.write_text(f'name = "{name}"\nrepeats = 1\ntimeout = 120\n{top}\n{LINK}'
+                        + (f"[sweep]{swept}\n" if swept else ""))
     out = tmp_path / "results"
     done = subprocess.run([sys.executable, "-m", "lab", "sweep", "--scenario", str(scenario), "--out", str(out)],
                           capture_output=True, text=True, timeout=900)
