@@ -60,6 +60,10 @@ def build_report(folder: Path) -> list[Path]:
     from lab.workloads.report import build as build_workloads  # page tables and plots (lab/workloads)
 
     extra = build_workloads(folder, records)
+    if extra:
+        write_atomic(summary, summary.read_text(encoding="utf-8").rstrip("\n")
+                     + "\n\nWorkloads (page times, per-object completion, connections, resumption, 0-RTT): "
+                     "[workloads.md](workloads.md)\n")
     html = folder / HTML
     write_atomic(html, report_html(records, manifest, folder / PLOTS))
     return [summary, *plots, *extra, html]
