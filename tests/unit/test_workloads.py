@@ -163,3 +163,22 @@ def test_sessions_resume_without_early_data_passes_when_not_asked():
 def test_sessions_need_two_handshakes():
     v = sessions.analyze(rows()[:3], CLIENT, early=False)
     assert "1 handshakes, expected 2" in v.failure
+
+
+def test_workload_is_a_scenario_dimension_default_or_swept():
+    from lab.sweep.plan import plan, points, timeout_for
+    from lab.sweep.scenario import validate
+
+    s = validate({"name": "w", "protocols": ["h2"], "repeats": 1, "link": {"rate": "20mbit", "rtt": "40ms"},
+                  "sweep": {"workload": ["page:50x20kB", "bulk"], "loss": ["0%", "1%"]}}, "test")
+    pts = points(s)
+    assert [p.settings["workload"] for p in pts] == ["page:50x20kB", "page:50x20kB", "bulk", "bulk"]
+    assert pts[0].label == "workload=page:50x20kB loss=0%"
+    assert len(plan(s)) == 4
+    d = validate({"name": "d", "workload": "0rtt:100kB"}, "test")
+    assert all(p.settings["workload"] == "0rtt:100kB" for p in points(d))
+    big = validate({"name": "t", "timeout": 0, "link": {"rate": "1mbit"}, "sweep": {"workload": ["page:100x100kB"]}},
+                   "test")
+    assert timeout_for(big, points(big)[0]) > 4 * 10e6 * 8 / 1e6  # sized from all the page's bytes
+    with pytest.raises(UsageError, match="sweep.workload: invalid workload 'page:0x1kB'"):
+        validate({"name": "x", "sweep": {"workload": ["page:0x1kB"]}}, "test")
