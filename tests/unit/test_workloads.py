@@ -180,5 +180,5 @@ def test_workload_is_a_scenario_dimension_default_or_swept():
     big = validate({"name": "t", "timeout": 0, "link": {"rate": "1mbit"}, "sweep": {"workload": ["page:100x100kB"]}},
                    "test")
     assert timeout_for(big, points(big)[0]) > 4 * 10e6 * 8 / 1e6  # sized from all the page's bytes
-    with pytest.raises(UsageError, match="sweep.workload: invalid workload 'page:0x1kB'"):
+    with pytest.raises(UsageError, match=r"sweep\.workload: invalid workload 'page:0x1kB'"):
         validate({"name": "x", "sweep": {"workload": ["page:0x1kB"]}}, "test")
