@@ -42,15 +42,19 @@ class ContainerState:
 
 def states(names: tuple[str, ...] = LAB_CONTAINERS) -> list[ContainerState]:
     d = docker.require_engine()
-    found = {c.name: c for c in d.container.list(all=True, filters=[("label", PROJECT_LABEL)])}
-    result = []
-    for name in names:
-        c = found.get(name)
-        if c is None:
-            result.append(ContainerState(name, "missing", ""))
-        else:
-            health = c.state.health.status if c.state.health else ""
-            result.append(ContainerState(name, c.state.status or "?", health or ""))
+    try:  # a container removed between the listing and its inspection (another `up` recreating it) is an answer
+        found = {c.name: c for c in d.container.list(all=True, filters=[("label", PROJECT_LABEL)])}
+        result = []
+        for name in names:
+            c = found.get(name)
+            if c is None:
+                result.append(ContainerState(name, "missing", ""))
+            else:
+                health = c.state.health.status if c.state.health else ""
+                result.append(ContainerState(name, c.state.status or "?", health or ""))
+    except DockerException as e:
+        raise EnvironmentProblem(f"the lab's containers changed while being inspected (being recreated?): "
+                                 f"{' '.join((e.stderr or str(e)).split())[:200]}") from None
     return result
 
 
