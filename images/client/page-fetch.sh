@@ -24,7 +24,7 @@ base=${BASE:?BASE is not set}; read -ra names <<<"${NAMES:?NAMES is not set}"
 timeout=${TIMEOUT:-60}; mode=${MODE:-parallel}
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 # the write-out: what the lab reads of each transfer (curl's %{json} would carry the certificates every time)
-wfmt='{"file":"%{filename_effective}","http_version":"%{http_version}","response_code":%{response_code},'
+wfmt='{"file":"%{filename_effective}","http_version":"%{http_version}","response_code":"%{response_code}",'
 wfmt+='"size_download":%{size_download},"time_connect":%{time_connect},"time_appconnect":%{time_appconnect},'
 wfmt+='"time_starttransfer":%{time_starttransfer},"time_total":%{time_total},"num_connects":%{num_connects},'
 wfmt+='"conn_id":%{conn_id},"exitcode":%{exitcode}}'

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 from lab import config
@@ -12,6 +13,7 @@ from lab.protocols import Protocol
 from lab.workloads.result import ObjectReport, ParsedRun
 from lab.workloads.spec import H1_CONNECTIONS, Workload
 
+_LEADING_ZEROS = re.compile(r'":0+(\d)')
 #: workload kind -> the wrapper's MODE
 MODES = {"page": "parallel", "reuse": "sequential", "new": "separate", "resume": "resume"}
 #: why curl cannot run a workload over a protocol ("" when it can)
@@ -46,6 +48,8 @@ def parse(stdout: str) -> ParsedRun:
     where the client says so, when the page load started and the connections its page request opened (the browser).
     exit_code -1 when there is no readable line (the wrapper did not finish: the lab's failure, not a result)."""
     line = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    # curl writes %{response_code} as 000 for a transfer that got no response (a timeout): not JSON as it stands
+    line = _LEADING_ZEROS.sub(r'":\1', line)
     try:
         doc = json.loads(line)
     except json.JSONDecodeError:

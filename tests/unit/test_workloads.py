@@ -182,3 +182,13 @@ def test_workload_is_a_scenario_dimension_default_or_swept():
     assert timeout_for(big, points(big)[0]) > 4 * 10e6 * 8 / 1e6  # sized from all the page's bytes
     with pytest.raises(UsageError, match=r"sweep\.workload: invalid workload 'page:0x1kB'"):
         validate({"name": "x", "sweep": {"workload": ["page:0x1kB"]}}, "test")
+
+
+def test_a_timed_out_transfer_is_read_not_mistaken_for_broken_output():
+    line = ('{"exit":28,"mode":"parallel","transfers":[{"t":5.5,"w":{"file":"/t/3","http_version":"0",'
+            '"response_code":000,"size_download":0,"time_total":60.001,"num_connects":0,"exitcode":28}}],'
+            '"sha256":{},"errors":"curl: (28) Operation timed out","udp_rcvbuf_errors":0}')
+    p = workload_curl.parse(line)
+    assert p.report.exit_code == 28 and p.report.error.startswith("curl: (28)")
+    assert p.objects[0].error == "curl exit code 28" and p.objects[0].total_s == pytest.approx(60.001)
+    assert workload_curl.parse(line.replace("000", '"000"')).report.exit_code == 28
