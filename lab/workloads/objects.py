@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.errors import UsageError
 from lab.results.schema import RunRecord
 from lab.workloads.result import ObjectTiming
 
@@ -47,7 +48,7 @@ def append(folder: Path, rec: RunRecord, timings: list[ObjectTiming]) -> None:
 
 def read(folder: Path, records: list[RunRecord]) -> dict[str, list[ObjectRow]]:
     """run_key -> its objects, for the recorded runs only (see the module's docstring); {} without the file. A
-    torn last line (a crash mid-write) is ignored."""
+    torn last line (a crash mid-write) is ignored; any other bad row is a UsageError naming the file and line."""
     path = folder / OBJECTS
     if not path.is_file():
         return {}
@@ -55,16 +56,18 @@ def read(folder: Path, records: list[RunRecord]) -> dict[str, list[ObjectRow]]:
     out: dict[str, list[ObjectRow]] = {}
     with path.open(newline="") as f:
         rows = list(csv.reader(f))
-    for values in rows[1:]:
-        if len(values) != len(COLUMNS):
-            continue
-        d = dict(zip(COLUMNS, values, strict=True))
-        if (d["run_key"], d["started_at"]) not in keep:
-            continue
+    for i, values in enumerate(rows[1:], start=2):
+        last = i == len(rows)
         try:
+            if len(values) != len(COLUMNS):
+                raise ValueError(f"{len(values)} fields, the header has {len(COLUMNS)}")
+            d = dict(zip(COLUMNS, values, strict=True))
             row = ObjectRow(d["run_key"], d["started_at"], d["object"], float(d["start_s"]), float(d["done_s"]),
                             int(d["bytes"]), d["http_version"], d["ok"] == "true")
-        except ValueError:
-            continue
-        out.setdefault(row.run_key, []).append(row)
+        except ValueError as e:
+            if last:
+                break  # a torn last line (a write cut short by a crash): not an object
+            raise UsageError(f"{str(path)!r} line {i}: not an object row ({e})") from None
+        if (row.run_key, row.started_at) in keep:
+            out.setdefault(row.run_key, []).append(row)
     return out

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -211,10 +210,3 @@ def _prove_sessions(rec: RunRecord, result: WorkloadRun, ev: Evidence) -> None:
         rec.status, rec.failure = "failed", v.failure
         rec.goodput_bps = None
 
-
-def describe(result: Any) -> str:
-    """One line for `quiclab run`-style output."""
-    if not isinstance(result, WorkloadRun):
-        return ""
-    return (f"{result.workload}: {len(result.objects_timed)} objects, page time "
-            f"{result.page_time_s if result.page_time_s is not None else '-'} s, connections {result.connections}")

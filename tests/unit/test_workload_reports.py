@@ -59,3 +59,18 @@ def test_workload_report_tables_and_plots(tmp_path):
     h2_loss0 = next(ln for ln in rows if "loss=0%" in ln and "HTTP/2" in ln)
     assert "| 3/3 | 0.750 [0.675" in h2_loss0  # median of 0.6, 0.75, 0.9
     assert report.build(tmp_path, [replace(r, workload="bulk") for r in records]) == []
+
+
+def test_objects_csv_torn_last_line_is_ignored_other_bad_rows_are_errors(tmp_path):
+    from lab.errors import UsageError
+
+    a = record(0, "h2", 0, 0.4, 0)
+    objects_file.append(tmp_path, a, timings(0.4))
+    path = tmp_path / objects_file.OBJECTS
+    good = path.read_text()
+    path.write_text(good + "0/h2/curl/nginx/0,2026-01-01T00:00:00Z,9,0.1")  # cut short
+    assert len(objects_file.read(tmp_path, [a])[a.run_key]) == 4
+    lines = good.splitlines(keepends=True)
+    path.write_text(lines[0] + "garbage\n" + "".join(lines[1:]))
+    with pytest.raises(UsageError, match="line 2"):
+        objects_file.read(tmp_path, [a])
