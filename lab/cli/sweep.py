@@ -4,7 +4,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from lab import config, terminal
 from lab.errors import UsageError
@@ -44,6 +43,14 @@ def _overrides(data: dict[str, Any], repeats: int | None, protocols: str | None,
     return data
 
 
+def _refuse_with_resume(given: dict[str, object]) -> None:
+    """--resume continues the folder's own scenario: an option that would change it is an error, not ignored."""
+    for flag, value in given.items():
+        if value is not None and value is not False:
+            raise UsageError(f"{flag} cannot be given with --resume (the sweep continues with the scenario and "
+                             "folder it was started with)")
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def sweep(
@@ -63,16 +70,31 @@ def register(app: typer.Typer) -> None:
         workload: Annotated[str | None, typer.Option(help="Workload(s), comma list (several are swept): bulk, "
                                                           "page:NxSIZE, reuse:NxSIZE, new:NxSIZE, resume:SIZE, "
                                                           "0rtt:SIZE.")] = None,
-        out: Annotated[Path, typer.Option(help="Where result folders go.")] = config.ROOT / "results",
+        out: Annotated[Path | None, typer.Option(help="Where result folders go (default results/).")] = None,
         resume: Annotated[Path | None, typer.Option(help="Continue an interrupted sweep in this folder.")] = None,
         reuse: Annotated[bool, typer.Option(help="If the newest sweep of this very scenario is unfinished, resume "
                                                   "it; if it is complete, show it instead of running again.")]
         = False,
     ) -> None:
         """Run a sweep (a preset or --scenario FILE), or --resume one; writes results/<timestamp>-<name>/."""
+        for flag, value, top in (("--repeats", repeats, scenario.MAX_REPEATS), ("--seed", seed, scenario.MAX_SEED)):
+            low = 1 if flag == "--repeats" else 0
+            if value is not None and not low <= value <= top:
+                raise UsageError(f"invalid {flag} {value}: allowed is {low}..{top}")
         if resume is not None:
             if preset or scenario_file:
                 raise UsageError("--resume takes the scenario from the folder: give no preset or --scenario")
+            _refuse_with_resume({"--repeats": repeats, "--protocols": protocols, "--sizes": sizes, "--seed": seed,
+                                 "--clients": clients, "--servers": servers, "--shaper": shaper,
+                                 "--capture": capture, "--out": out, "--reuse": reuse})
+            # not a sweep folder, or a scenario that is no longer valid: say so before the lab is touched
+            try:
+                manifest = store.read_manifest(resume)
+            except UnicodeDecodeError:  # (store.read_manifest lets this one through)
+                raise UsageError(f"{str(resume / store.MANIFEST)!r} is not UTF-8 text: it was not written by "
+                                 "`quiclab sweep`") from None
+            scenario.validate(manifest["scenario"], str(resume / store.MANIFEST))
+            config.check_all()  # before the lab lock and the lab
             folder, complete = session.resume(resume)
         else:
             if (preset is None) == (scenario_file is None):
@@ -85,6 +107,10 @@ def register(app: typer.Typer) -> None:
                 where = f"preset {name}"
             data = _overrides(data, repeats, protocols, sizes, seed, clients, servers, shaper, capture, workload)
             s = scenario.validate(data, where)
+            out = out if out is not None else config.ROOT / "results"
+            if out.exists() and not out.is_dir():
+                raise UsageError(f"invalid --out {str(out)!r}: not a folder")
+            config.check_all()  # before the lab lock and the lab
             previous = store.latest_matching(out, s.model_dump()) if reuse else None
             if previous is None:
                 folder, complete = session.start(s, name, out)
@@ -96,8 +122,7 @@ def register(app: typer.Typer) -> None:
                 folder, complete = session.resume(previous)
         records, _ = load_sweep(folder)
         cols, rows = stats_table(summarize(records))
-        terminal.table(f"{folder.name}: transfer time and goodput (median [IQR])", cols,
-                       [[escape(c) for c in r] for r in rows], right=cols[2:])
-        terminal.out.print(f"results: {folder}/ (summary.md, runs.csv, plots/, report.html)")
+        terminal.table(f"{folder.name}: transfer time and goodput (median [IQR])", cols, rows, right=cols[2:])
+        terminal.line(f"results: {folder}/ (summary.md, runs.csv, plots/, report.html)")
         if not complete:
             raise session.SweepInterrupted(folder)

@@ -44,7 +44,7 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         doc = json.loads(path.read_text())
     except OSError:
         raise UsageError(f"{str(folder)!r} is not a sweep folder: no readable {MANIFEST}") from None
-    except json.JSONDecodeError as e:
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
         raise UsageError(f"{str(path)!r} is not valid JSON: {e}") from None
     if not isinstance(doc, dict) or "scenario" not in doc:
         raise UsageError(f"{str(path)!r} has no scenario: it was not written by `quiclab sweep`")
@@ -83,7 +83,7 @@ def latest_matching(results_dir: Path, scenario: dict[str, Any]) -> Path | None:
     for manifest in candidates:
         try:
             doc = json.loads(manifest.read_text())
-        except (OSError, json.JSONDecodeError):
+        except (OSError, ValueError):  # unreadable, not JSON, not UTF-8: not a candidate
             continue
         if isinstance(doc, dict) and doc.get("scenario") == scenario:
             return manifest.parent

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from lab.results.schema import RunRecord
-from lab.results.stats import describe, group_records, method_label
-from lab.results.summary import EN, md_table, sig3
+from lab.results.stats import Dist, group_records, method_label, summarize
+from lab.results.summary import EN, NA, fmt_ci, fmt_est, fmt_level, md_table, sig3
 from lab.workloads import objects as objects_file
 from lab.workloads.objects import ObjectRow
 
@@ -29,37 +29,42 @@ def _ok(rs: Sequence[RunRecord]) -> list[RunRecord]:
     return [r for r in rs if r.status == "ok" and r.page_time_s is not None]
 
 
-def _fmt_dist(values: Sequence[float]) -> str:
-    d = describe(values)
+def _fmt_dist(d: Dist | None) -> str:
+    """median [IQR] (CI of the median, its level), censoring shown as bounds (lab/results/stats.py)."""
     if d is None:
-        return "—"
-    ci = f" (CI {sig3(d.ci[0])}{EN}{sig3(d.ci[1])})" if d.ci else ""
-    return f"{sig3(d.median)} [{sig3(d.q1)}{EN}{sig3(d.q3)}]{ci}"
+        return NA
+    ci = f" (CI {fmt_ci(d.ci)}, {fmt_level(d.ci)})" if d.ci else ""
+    return f"{fmt_est(d.median)} [{fmt_est(d.q1)}{EN}{fmt_est(d.q3)}]{ci}"
 
 
 def _rate(rs: Sequence[RunRecord], attr: str) -> str:
     vals = [getattr(r, attr) for r in rs if getattr(r, attr) is not None]
-    return f"{sum(1 for v in vals if v)}/{len(vals)}" if vals else "—"
+    return f"{sum(1 for v in vals if v)}/{len(vals)}" if vals else NA
 
 
 def _median(values: Sequence[float | int | None]) -> str:
     xs = [float(v) for v in values if v is not None]
-    return sig3(float(np.median(xs))) if xs else "—"
+    return sig3(float(np.median(xs))) if xs else NA
 
 
 def page_table(records: Sequence[RunRecord], objs: dict[str, list[ObjectRow]]) -> tuple[list[str], list[list[str]]]:
-    cols = ["parameter", "method", "n ok/all", "page time s median [IQR] (95 % CI)", "object done s p50",
-            "object done s p95", "connections", "handshakes", "resumed", "0-RTT accepted"]
+    """Per point and method: the page time as the standard statistics see it (lab/results/stats.py: failed and
+    timed-out runs are censored at their timeout), object completion percentiles, connections, handshakes."""
+    cols = ["parameter", "method", "n ok/all", "page time s median [IQR] (CI of the median, level)",
+            "object done s p50", "object done s p95", "connections", "handshakes", "resumed", "0-RTT accepted"]
+    stats = {(g.point, g.client, g.server, g.protocol): g for g in summarize(records)}
     rows = []
-    for (_, client, server, protocol), rs in group_records(records).items():
+    for key, rs in group_records(records).items():
         if all(r.status == "unsupported" for r in rs):
             continue
+        _, client, server, protocol = key
         ok = _ok(rs)
         done = [o.done_s for r in ok for o in objs.get(r.run_key, [])]
+        g = stats.get(key)
         rows.append([rs[0].point_label, method_label(protocol, client, server), f"{len(ok)}/{len(rs)}",
-                     _fmt_dist([r.page_time_s for r in ok if r.page_time_s is not None]),
-                     sig3(float(np.percentile(done, 50))) if done else "—",
-                     sig3(float(np.percentile(done, 95))) if done else "—",
+                     _fmt_dist(g.total_s if g else None),
+                     sig3(float(np.percentile(done, 50))) if done else NA,
+                     sig3(float(np.percentile(done, 95))) if done else NA,
                      _median([r.connections for r in ok]), _median([r.handshakes for r in ok]),
                      _rate(ok, "resumed"), _rate(ok, "early_data")])
     return cols, rows
@@ -73,7 +78,9 @@ def markdown(records: Sequence[RunRecord], objs: dict[str, list[ObjectRow]], plo
     parts = ["# Workloads", "",
              "Page time is the workload's time (`page_time_s` = `total_s`): page loads from the first request to "
              "the last byte, reuse/new the sum of the requests' times, resume/0rtt the resumed connection's "
-             "request. Object completion times are from the first request (objects.csv), pooled over the ok "
+             "request; its statistics are the sweep's (summary.md: failed and timed-out runs censored at their "
+             "timeout, order-statistic CI of the median with its exact level). Object completion times are from "
+             "the first request (objects.csv), pooled over the ok "
              "runs of a group. Connections and handshakes: medians over ok runs. docs/results.md \"Workloads\".",
              "", md_table(page_table(records, objs)), ""]
     for p in plots:
