@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from typer.exceptions import TyperException
 
 from lab import terminal
-from lab.cli import bench, build, compare, dashboard, down, presets, report, run, shape, status, sweep, up
+from lab.cli import bench, build, compare, dashboard, down, merge, presets, report, run, shape, status, sweep, up
 from lab.config import ENV_GRAFANA, ENV_PROMETHEUS_PORT, ENV_PUSHGATEWAY_URL, ENV_TIMEOUT
 from lab.errors import QuiclabError
 
@@ -24,7 +24,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for module in (up, down, status, dashboard, run, shape, sweep, presets, report, compare, bench, build):
+for module in (up, down, status, dashboard, run, shape, sweep, merge, presets, report, compare, bench, build):
     module.register(app)
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,7 +12,8 @@ from lab.evidence.capture import parse_kinds
 from lab.results.report import load_sweep
 from lab.results.stats import summarize
 from lab.results.summary import stats_table
-from lab.sweep import presets, scenario, session, store
+from lab.sweep import presets, scenario, session, shard, store
+from lab.sweep.plan import groups, plan
 
 
 def _split(v: str | None) -> list[str] | None:
@@ -75,18 +77,27 @@ def register(app: typer.Typer) -> None:
         reuse: Annotated[bool, typer.Option(help="If the newest sweep of this very scenario is unfinished, resume "
                                                   "it; if it is complete, show it instead of running again.")]
         = False,
+        shard_of: Annotated[str | None, typer.Option(
+            "--shard", help="Run only shard i of N of the plan (e.g. 2/3): whole (point, repeat) groups with the "
+                            "unsharded sweep's run keys and seeds; `quiclab merge` puts the shards together.")]
+        = None,
+        dry_run: Annotated[bool, typer.Option(
+            "--dry-run", help="Check the scenario and print the plan as JSON (plan id, runs; with --shard this "
+                              "shard's run keys); runs nothing and needs no lab.")] = False,
     ) -> None:
         """Run a sweep (a preset or --scenario FILE), or --resume one; writes results/<timestamp>-<name>/."""
         for flag, value, top in (("--repeats", repeats, scenario.MAX_REPEATS), ("--seed", seed, scenario.MAX_SEED)):
             low = 1 if flag == "--repeats" else 0
             if value is not None and not low <= value <= top:
                 raise UsageError(f"invalid {flag} {value}: allowed is {low}..{top}")
+        part = shard.parse(shard_of) if shard_of is not None else None
         if resume is not None:
             if preset or scenario_file:
                 raise UsageError("--resume takes the scenario from the folder: give no preset or --scenario")
             _refuse_with_resume({"--repeats": repeats, "--protocols": protocols, "--sizes": sizes, "--seed": seed,
                                  "--clients": clients, "--servers": servers, "--shaper": shaper,
-                                 "--capture": capture, "--out": out, "--reuse": reuse})
+                                 "--capture": capture, "--out": out, "--reuse": reuse, "--shard": shard_of,
+                                 "--dry-run": dry_run})
             # not a sweep folder, or a scenario that is no longer valid: say so before the lab is touched
             try:
                 manifest = store.read_manifest(resume)
@@ -107,13 +118,19 @@ def register(app: typer.Typer) -> None:
                 where = f"preset {name}"
             data = _overrides(data, repeats, protocols, sizes, seed, clients, servers, shaper, capture, workload)
             s = scenario.validate(data, where)
+            if part:
+                shard.check(part, plan(s))
+            if dry_run:
+                _print_plan(s, name, part)
+                return
             out = out if out is not None else config.ROOT / "results"
             if out.exists() and not out.is_dir():
                 raise UsageError(f"invalid --out {str(out)!r}: not a folder")
             config.check_all()  # before the lab lock and the lab
-            previous = store.latest_matching(out, s.model_dump()) if reuse else None
+            wanted = {"index": part.index, "count": part.count} if part else None
+            previous = store.latest_matching(out, s.model_dump(), wanted) if reuse else None
             if previous is None:
-                folder, complete = session.start(s, name, out)
+                folder, complete = session.start(s, name, out, part)
             elif store.read_manifest(previous).get("status") == "complete":
                 terminal.info(f"--reuse: {previous.name} already holds this sweep, complete; showing it")
                 folder, complete = previous, True
@@ -126,3 +143,13 @@ def register(app: typer.Typer) -> None:
         terminal.line(f"results: {folder}/ (summary.md, runs.csv, plots/, report.html)")
         if not complete:
             raise session.SweepInterrupted(folder)
+
+
+def _print_plan(s: scenario.Scenario, preset: str | None, part: shard.ShardSpec | None) -> None:
+    every = plan(s)
+    mine = part.select(every) if part else every
+    terminal.raw(json.dumps({
+        "name": s.name, "preset": preset, "plan_id": shard.plan_id(s, every), "runs": len(every),
+        "groups": len(groups(every)), "shard": str(part) if part else None, "shard_runs": len(mine),
+        "shard_groups": len(groups(mine)), "run_keys": [r.key for r in mine],
+    }))

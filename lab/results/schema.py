@@ -63,6 +63,8 @@ class RunRecord:
     client_rcvbuf_drops: int | None = None
     # the transfer's timeout in force (s): a run that timed out or failed is right-censored here in the statistics
     timeout_s: float | None = None
+    # in a merged sweep (`quiclab merge`): the shard and machine that ran this run, as compact JSON; empty otherwise
+    host: str = ""
     # workloads (lab/workloads; docs/results.md "Workloads"): empty in files written before them (= bulk)
     workload: str = ""      # canonical workload string: bulk, page:50x20kB, reuse:10x100kB, resume:100kB, ...
     objects: int | None = None        # objects the run fetched (and verified)
