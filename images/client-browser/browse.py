@@ -37,6 +37,8 @@ COLLECT = """return {
   res: performance.getEntriesByType("resource").map((e) => e.toJSON()),
   objects: (window.__quiclab || {}).objects || [],
   done: !!(window.__quiclab && window.__quiclab.done),
+  page: typeof window.__quiclab !== "undefined",
+  type: document.contentType,
   version: navigator.userAgent,
 };"""
 
@@ -119,7 +121,10 @@ def main() -> int:
             doc.update(exit=28 if "timeout" in str(e).lower() else 1, errors=" ".join(str(e).split())[:300])
             _emit(doc)
             return 0
-        if not data["done"]:
+        if not data["done"] and not data.get("page"):
+            doc.update(exit=1, errors=f"the test page did not run in the browser (its document is "
+                                      f"{data.get('type') or 'unknown'}: is index.html served as text/html?)")
+        elif not data["done"]:
             doc.update(exit=28, errors=f"the page's objects were not all loaded within {timeout:g} s")
         doc["version"] = data["version"]
         nav = data["nav"][0] if data["nav"] else {}
