@@ -22,6 +22,7 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 
 CLIENT_CONTAINER = "quiclab-client"  # curl 8.14, gtlsclient (Debian trixie)
 CLIENT_SID_CONTAINER = "quiclab-client-sid"  # curl 8.23 (Debian unstable)
+BROWSER_CONTAINER = "quiclab-client-browser"  # headless chromium (images/client-browser)
 SERVER_CONTAINER = "quiclab-server"  # nginx; it also makes the test objects (lab/objects.py)
 SERVER_NGTCP2_CONTAINER = "quiclab-server-ngtcp2"
 SERVER_CADDY_CONTAINER = "quiclab-server-caddy"
@@ -32,6 +33,7 @@ PUSHGATEWAY_CONTAINER = "quiclab-pushgateway"
 GRAFANA_CONTAINER = "quiclab-grafana"
 
 CLIENT_IP = "10.71.1.10"
+BROWSER_IP = "10.71.1.12"
 SERVER_IP = "10.71.2.10"
 ROUTER_CLIENT_SIDE_IP = "10.71.1.254"
 ROUTER_SERVER_SIDE_IP = "10.71.2.254"

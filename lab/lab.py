@@ -19,14 +19,15 @@ from lab.observe import services
 
 LAB_CONTAINERS = (config.ROUTER_CONTAINER, config.SERVER_CONTAINER, config.SERVER_NGTCP2_CONTAINER,
                   config.SERVER_CADDY_CONTAINER, config.SERVER_NGINX130_CONTAINER, config.CLIENT_CONTAINER,
-                  config.CLIENT_SID_CONTAINER, config.PROMETHEUS_CONTAINER, config.PUSHGATEWAY_CONTAINER)
+                  config.CLIENT_SID_CONTAINER, config.BROWSER_CONTAINER, config.PROMETHEUS_CONTAINER,
+                  config.PUSHGATEWAY_CONTAINER)
 REQUIRED_FOR_RUNS = (config.ROUTER_CONTAINER, config.SERVER_CONTAINER, config.SERVER_NGTCP2_CONTAINER,
                      config.SERVER_CADDY_CONTAINER, config.SERVER_NGINX130_CONTAINER, config.CLIENT_CONTAINER,
                      config.CLIENT_SID_CONTAINER)
 PROJECT_LABEL = f"com.docker.compose.project={config.PROJECT}"
 #: One-shot services that exit 0: the lab PKI, and the helpers that route each lab network through the router.
-ONE_SHOTS = ("pki", "client-route", "client-sid-route", "server-route", "server-ngtcp2-route", "server-caddy-route",
-             "server-nginx130-route")
+ONE_SHOTS = ("pki", "client-route", "client-sid-route", "client-browser-route", "server-route", "server-ngtcp2-route",
+             "server-caddy-route", "server-nginx130-route")
 UP_TIMEOUT_S = 180.0
 GRAFANA_PULL_TIMEOUT_S = 20.0
 GRAFANA_START_TIMEOUT_S = 90.0
@@ -51,15 +52,19 @@ def engine() -> DockerClient:
 
 def states(names: tuple[str, ...] = LAB_CONTAINERS) -> list[ContainerState]:
     d = engine()
-    found = {c.name: c for c in d.container.list(all=True, filters=[("label", PROJECT_LABEL)])}
-    result = []
-    for name in names:
-        c = found.get(name)
-        if c is None:
-            result.append(ContainerState(name, "missing", ""))
-        else:
-            health = c.state.health.status if c.state.health else ""
-            result.append(ContainerState(name, c.state.status or "?", health or ""))
+    try:  # a container removed between the listing and its inspection (another `up` recreating it) is an answer
+        found = {c.name: c for c in d.container.list(all=True, filters=[("label", PROJECT_LABEL)])}
+        result = []
+        for name in names:
+            c = found.get(name)
+            if c is None:
+                result.append(ContainerState(name, "missing", ""))
+            else:
+                health = c.state.health.status if c.state.health else ""
+                result.append(ContainerState(name, c.state.status or "?", health or ""))
+    except DockerException as e:
+        raise EnvironmentProblem(f"the lab's containers changed while being inspected (being recreated?): "
+                                 f"{' '.join((e.stderr or str(e)).split())[:200]}") from None
     return result
 
 

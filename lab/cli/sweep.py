@@ -22,8 +22,14 @@ def _split(v: str | None) -> list[str] | None:
 
 def _overrides(data: dict[str, Any], repeats: int | None, protocols: str | None, sizes: str | None,
                seed: int | None, clients: str | None, servers: str | None, shaper: str | None,
-               capture: str | None = None) -> dict[str, Any]:
+               capture: str | None = None, workload: str | None = None) -> dict[str, Any]:
     data = dict(data)
+    workloads = _split(workload)
+    if workloads is not None:  # one: the scenario's workload; several: swept (lab/workloads/spec.py)
+        if len(workloads) == 1 and "workload" not in data.get("sweep", {}):
+            data["workload"] = workloads[0]
+        else:
+            data["sweep"] = {**data.get("sweep", {}), "workload": workloads}
     if capture is not None:
         data["capture"] = list(parse_kinds(capture))
     for key, value in (("repeats", repeats), ("seed", seed), ("shaper", shaper), ("protocols", _split(protocols)),
@@ -63,6 +69,9 @@ def register(app: typer.Typer) -> None:
         shaper: Annotated[str | None, typer.Option(help="auto, netem or linkem.")] = None,
         capture: Annotated[str | None, typer.Option(help="Evidence kept per run: pcap,keylog,qlog (any subset, "
                                                          "or all); stored under <folder>/evidence/.")] = None,
+        workload: Annotated[str | None, typer.Option(help="Workload(s), comma list (several are swept): bulk, "
+                                                          "page:NxSIZE, reuse:NxSIZE, new:NxSIZE, resume:SIZE, "
+                                                          "0rtt:SIZE.")] = None,
         out: Annotated[Path | None, typer.Option(help="Where result folders go (default results/).")] = None,
         resume: Annotated[Path | None, typer.Option(help="Continue an interrupted sweep in this folder.")] = None,
         reuse: Annotated[bool, typer.Option(help="If the newest sweep of this very scenario is unfinished, resume "
@@ -107,7 +116,7 @@ def register(app: typer.Typer) -> None:
                 name = presets.resolve(preset or "")
                 data = presets.get(name).model_dump()
                 where = f"preset {name}"
-            data = _overrides(data, repeats, protocols, sizes, seed, clients, servers, shaper, capture)
+            data = _overrides(data, repeats, protocols, sizes, seed, clients, servers, shaper, capture, workload)
             s = scenario.validate(data, where)
             if part:
                 shard.check(part, plan(s))

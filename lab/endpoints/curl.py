@@ -11,6 +11,9 @@ from lab import config
 from lab.endpoints.registry import Implementation, registry
 from lab.models import ClientReport, TransferRequest
 from lab.protocols import Protocol
+from lab.workloads import curl as workload_curl
+from lab.workloads.result import ParsedRun
+from lab.workloads.spec import Workload
 
 # --http3 would silently fall back to TCP after ~100-200 ms; --http3-only never does.
 _PROTOCOL_FLAGS = {Protocol.H1: "--http1.1", Protocol.H2: "--http2", Protocol.H3: "--http3-only"}
@@ -42,6 +45,17 @@ class CurlClient:
 
     def parse(self, stdout: str) -> ClientReport:
         return parse_fetch_json(stdout)
+
+    # workloads (lab/workloads): page, reuse, new, resume (HTTP/1.1) through quiclab-page-fetch
+    def workload_unsupported(self, w: Workload, protocol: Protocol) -> str:
+        return workload_curl.unsupported(w, protocol)
+
+    def workload_command(self, w: Workload, protocol: Protocol, base: str, names: list[str], timeout_s: float,
+                         env: dict[str, str], cc: str | None = None) -> list[str]:
+        return workload_curl.command(w, protocol, base, names, timeout_s, env)
+
+    def parse_workload(self, w: Workload, stdout: str) -> ParsedRun:
+        return workload_curl.parse(stdout)
 
 
 def _resolve(url: str) -> list[str]:

@@ -11,6 +11,10 @@ from __future__ import annotations
 from lab.endpoints.curl import parse_fetch_json
 from lab.endpoints.registry import Implementation, registry
 from lab.models import ClientReport, TransferRequest
+from lab.protocols import Protocol
+from lab.workloads import curl as workload_curl
+from lab.workloads.result import ParsedRun
+from lab.workloads.spec import Workload
 
 
 class Ngtcp2Client:
@@ -36,3 +40,19 @@ class Ngtcp2Client:
 
     def parse(self, stdout: str) -> ClientReport:
         return parse_fetch_json(stdout)  # the same JSON shape as curl's wrapper
+
+    # workloads (lab/workloads): resume and 0rtt through quiclab-ngtcp2-session (two connections, the second
+    # resuming the first's session; 0rtt sends its request as early data)
+    def workload_unsupported(self, w: Workload, protocol: Protocol) -> str:
+        return ""
+
+    def workload_command(self, w: Workload, protocol: Protocol, url: str, names: list[str], timeout_s: float,
+                         env: dict[str, str], cc: str | None = None) -> list[str]:
+        values = {"PROTOCOL": protocol.value, "URL": url, "TIMEOUT": str(max(1, round(timeout_s))),
+                  "EARLY": "1" if w.kind == "0rtt" else "0", **env}
+        if cc or self.cc:
+            values["CC"] = cc or self.cc
+        return ["env", *(f"{k}={v}" for k, v in sorted(values.items())), "quiclab-ngtcp2-session"]
+
+    def parse_workload(self, w: Workload, stdout: str) -> ParsedRun:
+        return workload_curl.parse(stdout)  # quiclab-page-fetch's JSON shape

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from lab.errors import UsageError, validation_line
 from lab.protocols import Protocol
+from lab.workloads.spec import KINDS
 
 REGISTRY_FILE = Path(__file__).with_name("implementations.toml")
 Role = Literal["client", "server"]
@@ -82,6 +83,8 @@ class Implementation(BaseModel):
     host: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.-]+$")
     port: int | None = Field(default=None, ge=1, le=65535)
     qlog: QlogInstance | None = None
+    # clients: the workload kinds they can run (lab/workloads/spec.py); bulk only unless the registry says more
+    workloads: tuple[str, ...] = ("bulk",)
 
     @model_validator(mode="after")
     def _role_fields(self) -> Implementation:
@@ -99,6 +102,9 @@ class Implementation(BaseModel):
                 raise ValueError("adapter: servers have no adapter (they are started by compose)")
             if self.qlog is not None and self.qlog.port == self.port:
                 raise ValueError("qlog: its port must differ from the server's own port")
+        unknown = [w for w in self.workloads if w not in KINDS]
+        if unknown:
+            raise ValueError(f"workloads: unknown workload {unknown[0]!r}: allowed are {', '.join(KINDS)}")
         if Protocol.H3 in self.protocols and self.quic_cc is None:
             raise ValueError("quic_cc: an HTTP/3 implementation must state its QUIC congestion control")
         return self

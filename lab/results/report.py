@@ -66,9 +66,16 @@ def build_report(folder: Path) -> list[Path]:
     from lab.results.plots import make_plots  # matplotlib takes ~2 s to import: only when a report is built
 
     plots = make_plots(records, manifest, folder / PLOTS)
+    from lab.workloads.report import build as build_workloads  # page tables and plots (lab/workloads)
+
+    extra = build_workloads(folder, records)
+    if extra:
+        write_atomic(summary, summary.read_text(encoding="utf-8").rstrip("\n")
+                     + "\n\nWorkloads (page times, per-object completion, connections, resumption, 0-RTT): "
+                     "[workloads.md](workloads.md)\n")
     html = folder / HTML
     write_atomic(html, report_html(records, manifest, folder / PLOTS))
-    return [summary, *plots, html]
+    return [summary, *plots, *extra, html]
 
 
 @dataclass(frozen=True)

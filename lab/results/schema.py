@@ -65,6 +65,17 @@ class RunRecord:
     timeout_s: float | None = None
     # in a merged sweep (`quiclab merge`): the shard and machine that ran this run, as compact JSON; empty otherwise
     host: str = ""
+    # workloads (lab/workloads; docs/results.md "Workloads"): empty in files written before them (= bulk)
+    workload: str = ""      # canonical workload string: bulk, page:50x20kB, reuse:10x100kB, resume:100kB, ...
+    objects: int | None = None        # objects the run fetched (and verified)
+    page_time_s: float | None = None  # the workload's time: page load (first request to last byte), sum of
+                                      # sequential requests, or the resumed connection's request (= total_s)
+    object_p50_s: float | None = None  # median per-object completion time from the first request (objects.csv)
+    connections: int | None = None    # connections the client opened
+    handshakes: int | None = None     # TLS/QUIC handshakes the client made (full or resumed)
+    resumed: bool | None = None       # resume/0rtt: the measured connection resumed the first one's session
+    early_data: bool | None = None    # 0rtt: the request went as 0-RTT early data and was accepted
+    wire_connections: int | None = None  # connections in the router's client-side capture (with --capture pcap)
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecord))

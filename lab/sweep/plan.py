@@ -20,6 +20,7 @@ from lab.link.units import parse_duration, parse_percent, parse_rate
 from lab.protocols import Protocol
 from lab.sizes import parse_size
 from lab.sweep.scenario import DIMENSIONS, OFF, Scenario
+from lab.workloads.spec import parse_workload
 
 _X = {  # swept key -> (x_name, numeric value of a setting)
     "loss": ("loss_pct", lambda v: parse_percent(v) * 100),
@@ -118,7 +119,9 @@ def timeout_for(s: Scenario, p: Point) -> float:
     loss = d.loss.mean + p.link.uplink.loss.mean
     if loss > 0:
         rate = min(rate, 1448 * 8 / rtt * 1.22 / math.sqrt(loss))
-    expected = p.size * 8 / rate + 10 * rtt
+    w = parse_workload(p.settings.get("workload", "bulk"))
+    connections = w.objects if w.kind == "new" else 2 if w.sessions else 1
+    expected = w.total_bytes(p.size) * (2 if w.sessions else 1) * 8 / rate + 10 * rtt * connections
     return min(3600.0, max(60.0, 4 * expected + 10))
 
 

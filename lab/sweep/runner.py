@@ -31,11 +31,13 @@ from lab.evidence import capture
 from lab.evidence.goodput import pcap_goodput
 from lab.link import linkem, router, shaper
 from lab.link.model import Link
+from lab.models import TransferResult
 from lab.protocols import Protocol
 from lab.results.schema import RunRecord
 from lab.sweep.plan import PlannedRun
 from lab.sweep.store import RunLog
 from lab.transfer import run_transfer, stop_clients
+from lab.workloads import run as workloads
 
 CURL_TIMEOUT_EXIT = 28
 _BYTES = re.compile(r'^quiclab_link_bytes_total\{direction="(downlink|uplink)",protocol="[a-z]+"\} (\d+)$', re.M)
@@ -86,7 +88,7 @@ def _record(run: PlannedRun, ctx: Context, backend: str, link: Link, started: st
         handshake_s=None, ttfb_s=None, total_s=None, goodput_bps=None, wall_s=0.0, overhead_s=None,
         wire_down_bytes=None, wire_up_bytes=None, wire_overhead=None,
         cc_client=ctx.cc_of(run.client, run.protocol), cc_server=ctx.cc_of(run.server, run.protocol),
-        started_at=started, timeout_s=ctx.timeout_for(run))
+        started_at=started, timeout_s=ctx.timeout_for(run), workload=workloads.workload_of(run.point).label())
 
 
 class EnvironmentFailure(QuiclabError):
@@ -122,11 +124,18 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
         rec.shaper = backend = choice.backend
         adapter = get_client(run.client)
         root = ctx.folder or Path.cwd()
-        with capture.collecting(ctx.capture, root, root / "evidence" / run.key.replace("/", "_"), adapter.name,
+        w = workloads.workload_of(run.point)  # the one dispatch: bulk -> run_transfer, others -> lab/workloads
+        with capture.collecting(workloads.capture_kinds(w, ctx.capture), root,
+                                root / "evidence" / run.key.replace("/", "_"), adapter.name,
                                 adapter.container, registry().server(run.server)) as ev:
             before = wire_counters(backend)
-            result = run_transfer(adapter, run.server, run.protocol, run.point.size, ctx.timeout_for(run),
-                                  cc=ctx.quic_cc.get(run.client), env=ev.client_env, port=ev.server_port)
+            if workloads.handles(adapter, w):
+                result: TransferResult = workloads.run_workload(
+                    adapter, run.server, run.protocol, w, run.point.size, ctx.timeout_for(run),
+                    cc=ctx.quic_cc.get(run.client), env=ev.client_env, port=ev.server_port)
+            else:
+                result = run_transfer(adapter, run.server, run.protocol, run.point.size, ctx.timeout_for(run),
+                                      cc=ctx.quic_cc.get(run.client), env=ev.client_env, port=ev.server_port)
             after = wire_counters(backend)
     except UsageError:
         raise  # a bad value that slipped through validation: stop the sweep with it
@@ -157,6 +166,10 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
     else:
         rec.status = "timeout" if result.exit_code == CURL_TIMEOUT_EXIT else "failed"
         rec.failure = result.failure
+    try:
+        workloads.annotate(rec, result, w, ev, ctx.folder)
+    except QuiclabError as e:
+        raise EnvironmentFailure(str(e)) from None
     return rec
 
 

@@ -13,6 +13,7 @@
     shaper = "auto"                     # auto | netem | linkem
     log_y = false                       # log goodput axis in plots
     capture = []                        # evidence per run: any of "pcap", "keylog", "qlog" (docs/results.md)
+    workload = "bulk"                   # bulk, page:50x20kB, reuse:10x100kB, new:.., resume:100kB, 0rtt:100kB
 
     [link]                              # fixed link parameters (see lab/link/spec.py for keys)
     rtt = "160ms"
@@ -21,7 +22,7 @@
     [link.up]
 
     [sweep]                             # swept parameters: the points are the product of these lists
-    loss = ["0%", "0.1%", "1%"]         # any link key, or `size`; "off" leaves a key unset at that point
+    loss = ["0%", "0.1%", "1%"]         # any link key, `size` or `workload`; "off" leaves a key unset at that point
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from lab.link.shaper import BACKENDS
 from lab.link.spec import DIRECTION_KEYS, LINK_KEYS, parse_link
 from lab.protocols import parse_protocol
 from lab.sizes import parse_size
+from lab.workloads.spec import check_workload
 
 OFF = "off"
 MAX_REPEATS = 1000
@@ -51,7 +53,7 @@ MAX_SEED = 2**63 - 1
 #: Run dimensions that are not link parameters: key -> validator of one value (raises UsageError naming it).
 #: A scenario sets one as a top-level default (e.g. `cc = "reno"`) or sweeps it (`[sweep] cc = [...]`); the plan
 #: hands each point's value to the runner in Point.settings. New dimensions register here (cc, workload, ...).
-DIMENSIONS: dict[str, Callable[[str], object]] = {"size": parse_size}
+DIMENSIONS: dict[str, Callable[[str], object]] = {"size": parse_size, "workload": check_workload}
 SWEEP_KEYS = (*LINK_KEYS, *DIMENSIONS)
 
 
@@ -71,6 +73,7 @@ class Scenario(BaseModel):
     shaper: str = "auto"
     log_y: bool = False
     capture: list[str] = []
+    workload: str = "bulk"              # lab/workloads/spec.py; sweep it with [sweep] workload = [...]
     link: dict[str, Any] = {}
     sweep: dict[str, list[Any]] = {}
 
@@ -106,6 +109,10 @@ def validate(data: dict[str, Any], where: str) -> Scenario:
             raise UsageError(f"{where}: {e}") from None
     for size in s.sizes:
         parse_size(size)
+    try:
+        check_workload(s.workload)
+    except UsageError as e:
+        raise UsageError(f"{where}: {e}") from None
     try:
         s.capture = list(parse_kinds(",".join(s.capture)))
     except UsageError as e:

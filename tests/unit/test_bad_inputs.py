@@ -130,6 +130,8 @@ CASES = [
     case("sweep-servers", "sweep", "quick", "--servers", "apache", needle="'apache'"),
     case("sweep-shaper", "sweep", "quick", "--shaper", "bogus", needle="'bogus'"),
     case("sweep-capture", "sweep", "quick", "--capture", "pcap,bogus", needle="'bogus'"),
+    case("sweep-workload", "sweep", "quick", "--workload", "page:0x1kB", needle="'page:0x1kB'"),
+    case("sweep-workload-swept", "sweep", "quick", "--workload", "bulk,pgae:1x1kB", needle="'pgae:1x1kB'"),
     case("sweep-out-is-a-file", "sweep", "quick", "--out", "afile", needle="'afile'", files={"afile": "x"}),
     case("resume-with-repeats", "sweep", "--resume", "old", "--repeats", "10", needle="--repeats"),
     case("resume-with-shaper", "sweep", "--resume", "old", "--shaper", "linkem", needle="--shaper"),
@@ -142,6 +144,7 @@ CASES = [
     # scenario files
     case("scenario-missing-file", "sweep", "--scenario", "nope.toml", needle="'nope.toml'"),
     scen("not-toml", "name = \n", "'s.toml'"),
+    scen("workload", 'name = "w"\nworkload = "zzz"\n', "'zzz'"),
     scen("not-text", "", "'s.toml'", {"s.toml": b"\xff\xfe\x00name"}),
     scen("unknown-key", SCENARIO + "colour = 'red'\n", "'colour'"),
     scen("no-name", "repeats = 2\n", "'name'"),

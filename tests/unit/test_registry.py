@@ -43,13 +43,16 @@ def one_line_error(data: dict) -> str:
 
 def test_the_registry_loads_with_the_issue_matrix():
     reg = load()
-    assert reg.names("client") == ["curl", "gtlsclient", "curl-8.23"]
+    assert reg.names("client") == ["curl", "gtlsclient", "curl-8.23", "chromium"]
     assert reg.names("server") == ["nginx", "ngtcp2", "caddy", "nginx-1.30"]
     assert reg.client("curl").protocols == frozenset(Protocol)
     assert reg.client("gtlsclient").protocols == {Protocol.H3}
     assert reg.server("ngtcp2").protocols == {Protocol.H3}
     assert reg.server("caddy").protocols == frozenset(Protocol)
     assert client_names() == reg.names("client") and server_names() == reg.names("server")
+    assert reg.client("chromium").workloads == ("bulk", "page")
+    assert reg.client("curl").workloads == ("bulk", "page", "reuse", "new", "resume")
+    assert reg.server("nginx").workloads == ("bulk",)
 
 
 def test_servers_have_distinct_addresses_names_and_containers():
@@ -99,6 +102,8 @@ def test_a_malformed_client_entry_is_a_one_line_error_naming_it():
     assert "implementation 'curl': missing field 'role'" in one_line_error(broken("curl", role=None))
     assert "implementation 'curl': field 'qlog': only servers" in one_line_error(
         broken("curl", qlog={"command": ["x"], "port": 4433}))
+    assert "implementation 'curl': field 'workloads': unknown workload 'video'" in one_line_error(
+        broken("curl", workloads=["bulk", "video"]))
 
 
 def test_a_registry_file_that_is_not_toml_is_a_usage_error(tmp_path):
