@@ -23,7 +23,7 @@ LAB_CONTAINERS = (config.ROUTER_CONTAINER, config.SERVER_CONTAINER, config.SERVE
                   config.PUSHGATEWAY_CONTAINER)
 REQUIRED_FOR_RUNS = (config.ROUTER_CONTAINER, config.SERVER_CONTAINER, config.SERVER_NGTCP2_CONTAINER,
                      config.SERVER_CADDY_CONTAINER, config.SERVER_NGINX130_CONTAINER, config.CLIENT_CONTAINER,
-                     config.CLIENT_SID_CONTAINER)
+                     config.CLIENT_SID_CONTAINER, config.BROWSER_CONTAINER)
 PROJECT_LABEL = f"com.docker.compose.project={config.PROJECT}"
 #: One-shot services that exit 0: the lab PKI, and the helpers that route each lab network through the router.
 ONE_SHOTS = ("pki", "client-route", "client-sid-route", "client-browser-route", "server-route", "server-ngtcp2-route",
