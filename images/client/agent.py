@@ -100,6 +100,8 @@ def fetch_ngtcp2(env: dict[str, str]) -> tuple[int, str, str]:
     if env.get("QLOGDIR"):
         os.makedirs(env["QLOGDIR"], exist_ok=True)
         args.append(f"--qlog-dir={env['QLOGDIR']}")
+    if env.get("HOST_ADDR"):  # connecting to an address: the name still goes in SNI (caddy refuses a bare address)
+        args.append(f"--sni={host}")
     folder = tempfile.mkdtemp(prefix="quiclab-dl-")
     try:
         drops0 = rcvbuf_errors()

@@ -28,6 +28,7 @@ for which in first second; do
   [ "$which" = second ] && [ ! -s "$dir/session" ] && { rc=3; echo "the first connection got no session ticket" >>"$dir/.errors"; break; }
   mkdir -p "$dir/$which"
   start=$EPOCHREALTIME
+  [ -n "${HOST_ADDR:-}" ] && extra+=(--sni="$host")  # the name in SNI when connecting to an address
   timeout --kill-after=2 "${TIMEOUT:-60}" gtlsclient "${args[@]}" "${extra[@]}" --download="$dir/$which" \
     "${HOST_ADDR:-$host}" "$port" "$url" >/dev/null 2>>"$dir/.errors"
   r=$?; end=$EPOCHREALTIME
