@@ -1,4 +1,5 @@
-"""Fixed facts of the lab topology (they mirror docker-compose.yml) and environment variable names."""
+"""The lab topology (it mirrors docker-compose.yml; every name, address and port derives from the lab number,
+lab/instance.py) and the environment variables quiclab reads."""
 
 from __future__ import annotations
 
@@ -14,39 +15,11 @@ from urllib.parse import urlsplit
 from dotenv import dotenv_values
 from dotenv.parser import parse_stream
 
+from lab import instance
 from lab.errors import UsageError
 
-PROJECT = "quiclab"
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
-
-CLIENT_CONTAINER = "quiclab-client"  # curl 8.14, gtlsclient (Debian trixie)
-CLIENT_SID_CONTAINER = "quiclab-client-sid"  # curl 8.23 (Debian unstable)
-BROWSER_CONTAINER = "quiclab-client-browser"  # headless chromium (images/client-browser)
-SERVER_CONTAINER = "quiclab-server"  # nginx; it also makes the test objects (lab/objects.py)
-SERVER_NGTCP2_CONTAINER = "quiclab-server-ngtcp2"
-SERVER_CADDY_CONTAINER = "quiclab-server-caddy"
-SERVER_NGINX130_CONTAINER = "quiclab-server-nginx130"  # nginx 1.30 (Debian unstable)
-ROUTER_CONTAINER = "quiclab-router"
-PROMETHEUS_CONTAINER = "quiclab-prometheus"
-PUSHGATEWAY_CONTAINER = "quiclab-pushgateway"
-GRAFANA_CONTAINER = "quiclab-grafana"
-
-CLIENT_IP = "10.71.1.10"
-BROWSER_IP = "10.71.1.12"
-SERVER_IP = "10.71.2.10"
-ROUTER_CLIENT_SIDE_IP = "10.71.1.254"
-ROUTER_SERVER_SIDE_IP = "10.71.2.254"
-ROUTER_MGMT_IP = "10.71.3.254"
-LINKEM_PORT = 9100
-PROMETHEUS_MGMT_IP = "10.71.3.10"
-PUSHGATEWAY_MGMT_IP = "10.71.3.11"
-PUSHGATEWAY_PORT_IN_CONTAINER = 9091
-GRAFANA_PROFILE = "grafana"
-GRAFANA_IMAGE = "grafana/grafana-oss"
-GRAFANA_DEFAULT_TAG = "11.2.0"
-SERVER_NAME = "server.quiclab"
-CA_FILE = "/certs/ca.pem"
 
 #: Environment variables quiclab reads (shown in --help). Each may also be set in .env (which docker compose reads
 #: too); the environment wins. Every value is checked before the lab is touched (`check_all`).
@@ -61,6 +34,7 @@ ENV_GRAFANA_ADMIN_PASSWORD = "QUICLAB_GRAFANA_ADMIN_PASSWORD"
 ENV_TAG = "QUICLAB_TAG"  # the lab images' tag (compose)
 ENV_LINKEM_SPIN_US = "QUICLAB_LINKEM_SPIN_US"  # linkem's busy-wait before a deadline (compose -> router)
 ENV_AGENT = "QUICLAB_AGENT"  # "off" = one docker exec per command even where a client agent exists (lab/agent.py)
+ENV_INSTANCE = instance.ENV_INSTANCE  # which lab of this host (lab/instance.py); unset: the default lab
 ENV_FILE = ROOT / ".env"
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -106,6 +80,55 @@ def setting(name: str, default: str) -> str:
     """An environment variable, else its value in .env (which docker compose reads too), else the default."""
     found = _lookup(name)
     return found[0] if found else default
+
+
+def _instance() -> instance.Instance:
+    """The lab this process drives, from QUICLAB_INSTANCE (environment, else .env), read once at import: every
+    name below derives from it. A bad value falls back to the default lab here only so that importing never fails;
+    `quiclab` refuses it before any command runs (`check_instance`)."""
+    try:
+        found = _lookup(ENV_INSTANCE)
+        return instance.parse(found[0] if found else "")
+    except (UsageError, ValueError):
+        return instance.DEFAULT
+
+
+def check_instance() -> instance.Instance:
+    """QUICLAB_INSTANCE, checked: a bad value is one line naming it, where it was set and what is allowed."""
+    return _typed(ENV_INSTANCE, instance.DEFAULT, instance.parse, instance.ALLOWED)
+
+
+INSTANCE = _instance()
+PROJECT = INSTANCE.project  # the compose project: quiclab, quiclab-1, ...
+
+CLIENT_CONTAINER = INSTANCE.container("client")  # curl 8.14, gtlsclient (Debian trixie)
+CLIENT_SID_CONTAINER = INSTANCE.container("client-sid")  # curl 8.23 (Debian unstable)
+BROWSER_CONTAINER = INSTANCE.container("client-browser")  # headless chromium (images/client-browser)
+SERVER_CONTAINER = INSTANCE.container("server")  # nginx; it also makes the test objects (lab/objects.py)
+SERVER_NGTCP2_CONTAINER = INSTANCE.container("server-ngtcp2")
+SERVER_CADDY_CONTAINER = INSTANCE.container("server-caddy")
+SERVER_NGINX130_CONTAINER = INSTANCE.container("server-nginx130")  # nginx 1.30 (Debian unstable)
+ROUTER_CONTAINER = INSTANCE.container("router")
+HOSTNET_CONTAINER = INSTANCE.container("hostnet")  # the host firewall allowance for the lab bridges (lab/hostnet.py)
+PROMETHEUS_CONTAINER = INSTANCE.container("prometheus")
+PUSHGATEWAY_CONTAINER = INSTANCE.container("pushgateway")
+GRAFANA_CONTAINER = INSTANCE.container("grafana")
+
+CLIENT_IP = INSTANCE.address("client", 10)
+BROWSER_IP = INSTANCE.address("client", 12)
+SERVER_IP = INSTANCE.address("server", 10)
+ROUTER_CLIENT_SIDE_IP = INSTANCE.address("client", 254)
+ROUTER_SERVER_SIDE_IP = INSTANCE.address("server", 254)
+ROUTER_MGMT_IP = INSTANCE.address("mgmt", 254)
+LINKEM_PORT = 9100
+PROMETHEUS_MGMT_IP = INSTANCE.address("mgmt", 10)
+PUSHGATEWAY_MGMT_IP = INSTANCE.address("mgmt", 11)
+PUSHGATEWAY_PORT_IN_CONTAINER = 9091
+GRAFANA_PROFILE = "grafana"
+GRAFANA_IMAGE = "grafana/grafana-oss"
+GRAFANA_DEFAULT_TAG = "11.2.0"
+SERVER_NAME = "server.quiclab"
+CA_FILE = "/certs/ca.pem"
 
 
 def _typed(name: str, default: T, parse: Callable[[str], T], allowed: str) -> T:
@@ -165,15 +188,15 @@ def _push_url(text: str) -> str:
 
 
 def prometheus_port() -> int:
-    return _typed(ENV_PROMETHEUS_PORT, 9090, _port, "a TCP port number, 1..65535")
+    return _typed(ENV_PROMETHEUS_PORT, INSTANCE.prometheus_port, _port, "a TCP port number, 1..65535")
 
 
 def pushgateway_port() -> int:
-    return _typed(ENV_PUSHGATEWAY_PORT, 9091, _port, "a TCP port number, 1..65535")
+    return _typed(ENV_PUSHGATEWAY_PORT, INSTANCE.pushgateway_port, _port, "a TCP port number, 1..65535")
 
 
 def grafana_port() -> int:
-    return _typed(ENV_GRAFANA_PORT, 3000, _port, "a TCP port number, 1..65535")
+    return _typed(ENV_GRAFANA_PORT, INSTANCE.grafana_port, _port, "a TCP port number, 1..65535")
 
 
 def timeout_s() -> float:
@@ -228,6 +251,7 @@ def pushgateway_urls() -> list[str]:
 
 def check_all() -> None:
     """Check every setting quiclab or docker compose reads (a bad one is a UsageError naming it)."""
+    check_instance()
     prometheus_port()
     pushgateway_port()
     grafana_port()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from functools import cache
@@ -21,6 +22,9 @@ def client(profiles: tuple[str, ...] = ()) -> DockerClient:
     """The lab's compose project; `profiles` also enables optional services (e.g. grafana)."""
     if shutil.which("docker") is None:
         raise EnvironmentProblem(f"the docker command is not installed: {SETUP_HINT}")
+    # docker-compose.yml derives every name from QUICLAB_INSTANCE as this process does (lab/instance.py); compose
+    # reads it from the environment first, so it sees this lab's number (empty for the default lab, never "0").
+    os.environ[config.ENV_INSTANCE] = config.INSTANCE.tag
     return DockerClient(
         compose_files=[config.COMPOSE_FILE],
         compose_project_name=config.PROJECT,

@@ -17,10 +17,13 @@ from lab import config, docker, hostnet, terminal
 from lab.errors import EnvironmentProblem, QuiclabError
 from lab.observe import services
 
-LAB_CONTAINERS = (config.ROUTER_CONTAINER, config.SERVER_CONTAINER, config.SERVER_NGTCP2_CONTAINER,
-                  config.SERVER_CADDY_CONTAINER, config.SERVER_NGINX130_CONTAINER, config.CLIENT_CONTAINER,
-                  config.CLIENT_SID_CONTAINER, config.BROWSER_CONTAINER, config.PROMETHEUS_CONTAINER,
-                  config.PUSHGATEWAY_CONTAINER)
+LAB_CONTAINERS = (config.HOSTNET_CONTAINER, config.ROUTER_CONTAINER, config.SERVER_CONTAINER,
+                  config.SERVER_NGTCP2_CONTAINER, config.SERVER_CADDY_CONTAINER, config.SERVER_NGINX130_CONTAINER,
+                  config.CLIENT_CONTAINER, config.CLIENT_SID_CONTAINER, config.BROWSER_CONTAINER,
+                  config.PROMETHEUS_CONTAINER, config.PUSHGATEWAY_CONTAINER)
+#: What a transfer needs. Not `hostnet`: its rules are what matters, and a lab started by an older compose file (or
+#: on a host without br_netfilter) has them from `quiclab up` or needs none; the client's healthcheck fetches through
+#: the router, so a client that is healthy has passed them.
 REQUIRED_FOR_RUNS = (config.ROUTER_CONTAINER, config.SERVER_CONTAINER, config.SERVER_NGTCP2_CONTAINER,
                      config.SERVER_CADDY_CONTAINER, config.SERVER_NGINX130_CONTAINER, config.CLIENT_CONTAINER,
                      config.CLIENT_SID_CONTAINER, config.BROWSER_CONTAINER)
@@ -141,7 +144,7 @@ def up(*, build_images: bool = False) -> None:
         raise EnvironmentProblem(
             f"the lab did not come up (exit {e.return_code}): see `docker compose logs` "
             f"or `quiclab status`") from None
-    hostnet.ensure_bridge_rules()
+    hostnet.ensure_bridge_rules()  # the `hostnet` service adds them too; this also covers an older compose file
     wait_ready()
     if grafana:
         with terminal.status(f"waiting for Grafana at {config.grafana_url()}"):
@@ -157,7 +160,8 @@ def pending() -> list[str]:
     d = docker.client()
     waits = [f"{s.name} is {s.health or s.state}" for s in states() if not s.ready]
     for service in ONE_SHOTS:
-        found = d.container.list(all=True, filters=[("name", f"{config.PROJECT}-{service}-1")])
+        found = d.container.list(all=True, filters=[("label", PROJECT_LABEL),
+                                                    ("label", f"com.docker.compose.service={service}")])
         if not found or found[0].state.status != "exited":
             waits.append(f"{service} has not finished")
         elif found[0].state.exit_code != 0:
@@ -193,6 +197,7 @@ def down() -> None:
     except DockerException as e:
         raise EnvironmentProblem(f"`docker compose down` failed (exit {e.return_code})") from None
     sweep_leftovers(d)
+    hostnet.remove_bridge_rules()  # the `hostnet` service removed them when it stopped, unless it was killed
 
 
 def sweep_leftovers(d: DockerClient) -> None:
@@ -213,11 +218,13 @@ def sweep_leftovers(d: DockerClient) -> None:
 
 
 def leftovers() -> list[str]:
-    """Containers, networks and volumes of the lab that still exist (empty after a clean `down`)."""
+    """Containers, networks, volumes and host firewall rules of the lab that still exist (empty after a clean
+    `down`)."""
     d = engine()
     left = [f"container {c.name}" for c in d.container.list(all=True, filters=[("label", PROJECT_LABEL)])]
     left += [f"network {n.name}" for n in d.network.list(filters=[("label", PROJECT_LABEL)])]
     left += [f"volume {v.name}" for v in d.volume.list(filters=[("label", PROJECT_LABEL)])]
+    left += [f"host firewall rule `{r}`" for r in hostnet.lab_rules()]
     return left
 
 

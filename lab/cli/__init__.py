@@ -8,9 +8,9 @@ import typer
 from pydantic import ValidationError
 from typer.exceptions import TyperException
 
-from lab import terminal
+from lab import config, terminal
 from lab.cli import bench, build, compare, dashboard, down, merge, presets, report, run, shape, status, sweep, up
-from lab.config import ENV_GRAFANA, ENV_PROMETHEUS_PORT, ENV_PUSHGATEWAY_URL, ENV_TIMEOUT
+from lab.config import ENV_GRAFANA, ENV_INSTANCE, ENV_PROMETHEUS_PORT, ENV_PUSHGATEWAY_URL, ENV_TIMEOUT
 from lab.errors import QuiclabError
 
 app = typer.Typer(
@@ -19,7 +19,8 @@ app = typer.Typer(
           f"Environment: {ENV_PROMETHEUS_PORT} (Prometheus port on 127.0.0.1, default 9090), "
           f"{ENV_TIMEOUT} (per-transfer timeout in seconds, default 120), "
           f"{ENV_PUSHGATEWAY_URL} (where sweeps push live results; off = do not push), "
-          f"{ENV_GRAFANA} (off = never start Grafana). See docs/observability.md."),
+          f"{ENV_GRAFANA} (off = never start Grafana), "
+          f"{ENV_INSTANCE} (which lab of this host: 1..9; unset = the default lab). See docs/observability.md."),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         # Outside standalone mode typer *returns* an exit code instead of exiting: 130 when a Ctrl-C escaped the
         # command (it turns KeyboardInterrupt into Exit(130)). A command's own return value is None.
+        config.check_instance()  # every lab name derives from it: a bad one stops any command before it runs
         code = app(args=argv, standalone_mode=False)
         if isinstance(code, int) and code:
             if code == 130:

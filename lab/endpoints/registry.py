@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lab.errors import UsageError, validation_line
+from lab.instance import Instance
 from lab.protocols import Protocol
 from lab.workloads.spec import KINDS
 
@@ -160,6 +161,19 @@ class Registry:
             raise UsageError(f"invalid {what} {choice!r} for {client}: allowed are {', '.join(cc.options)}")
         return choice
 
+    def for_instance(self, lab: Instance) -> Registry:
+        """The registry as lab `lab` has it: the file holds the default lab's containers and addresses, each lab
+        has its own (lab/instance.py). Call it on the file's registry (`load()`), not on one already moved."""
+        if lab.number == 0:
+            return self
+        moved = {}
+        for name, impl in self.implementations.items():
+            update: dict[str, Any] = {"container": lab.from_default_container(impl.container)}
+            if impl.address is not None:
+                update["address"] = lab.from_default_address(impl.address)
+            moved[name] = impl.model_copy(update=update)
+        return Registry(moved)
+
     def unsupported(self, client: str, server: str, protocol: Protocol) -> str:
         """Why this combination cannot run ("" when it can): the matrix shows it as unsupported, not failed."""
         lacking = [i.name for i in (self.client(client), self.server(server)) if not i.supports(protocol)]
@@ -187,6 +201,10 @@ def parse(data: dict[str, Any], where: str = str(REGISTRY_FILE)) -> Registry:
     for role in ("client", "server"):
         if not any(i.role == role for i in impls.values()):
             raise UsageError(f"{where}: no {role} implementation")
+    for i in impls.values():
+        if i.address is not None and not _on_server_network(i.address):
+            raise UsageError(f"{where}: implementation {i.name!r}: address {i.address!r} is not on the lab's "
+                             f"server network (10.71.2.1-254, as in docker-compose.yml)")
     servers = [i for i in impls.values() if i.role == "server"]
     for attr in ("container", "address", "host"):
         seen: dict[str, str] = {}
@@ -197,6 +215,14 @@ def parse(data: dict[str, Any], where: str = str(REGISTRY_FILE)) -> Registry:
                                  f"{seen[value]!r}")
             seen[value] = s.name
     return Registry(impls)
+
+
+def _on_server_network(address: str) -> bool:
+    """The registry holds the default lab's addresses (each lab derives its own, lab/instance.py)."""
+    try:
+        return Instance(0).from_default_address(address) == address and address.startswith("10.71.2.")
+    except ValueError:
+        return False
 
 
 def load(path: Path = REGISTRY_FILE) -> Registry:
@@ -211,5 +237,7 @@ def load(path: Path = REGISTRY_FILE) -> Registry:
 
 @cache
 def registry() -> Registry:
-    """The lab's registry (loaded once)."""
-    return load()
+    """The lab's registry (loaded once), with the containers and addresses of the lab this process drives."""
+    from lab import config
+
+    return load().for_instance(config.INSTANCE)

@@ -1,7 +1,8 @@
 """The linkem backend: our userspace emulator in the router, configured over its HTTP control API.
 
-The host reaches it on the management network (10.71.3.254:9100); where the host cannot reach container
-addresses (e.g. a remote Docker), the same request goes through `docker exec router curl`.
+The host reaches it on the management network (10.71.3.254:9100 in the default lab; each lab has its own address,
+lab/instance.py); where the host cannot reach container addresses (e.g. a remote Docker), the same request goes
+through `docker exec router curl`.
 """
 
 from __future__ import annotations

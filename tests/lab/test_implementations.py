@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from lab import docker
+from lab import config, docker
 from lab.endpoints import check_server, get_client
 from lab.endpoints.registry import registry
 from lab.protocols import Protocol
@@ -63,7 +63,7 @@ def test_an_unsupported_combination_is_not_a_failure(lab_up):
     r = run_transfer(get_client("curl"), "ngtcp2", Protocol.H2, 1000, timeout_s=10)
     assert r.unsupported and not r.ok and "ngtcp2 does not speak HTTP/2" in r.failure
     # The wrapper itself keeps the contract when asked anyway: exit code 127, nothing run.
-    p = subprocess.run(["docker", "exec", "quiclab-client", "env", "PROTOCOL=h2", "URL=https://ngtcp2.quiclab/obj/1",
+    p = subprocess.run(["docker", "exec", config.CLIENT_CONTAINER, "env", "PROTOCOL=h2", "URL=https://ngtcp2.quiclab/obj/1",
                         "quiclab-ngtcp2-fetch"], capture_output=True, text=True, timeout=30)
     assert p.returncode == 127 and "HTTP/3 only" in p.stderr
 
@@ -71,7 +71,7 @@ def test_an_unsupported_combination_is_not_a_failure(lab_up):
 def test_every_server_certificate_comes_from_the_lab_ca(lab_up):
     for name in registry().names("server"):
         impl = check_server(name)
-        out = docker.exec_in("quiclab-client", [
+        out = docker.exec_in(config.CLIENT_CONTAINER, [
             "quiclab-fetch", "--http1.1" if impl.supports(Protocol.H1) else "--http3-only", "-sS", "--cacert",
             "/certs/ca.pem", "--max-time", "10", "-o", "/dev/null", impl.url("/obj/10000")])
         assert json.loads(out)["exit"] == 0, (name, out)

@@ -244,8 +244,11 @@ def test_pushing_can_be_switched_off(monkeypatch):
 
 
 def test_grafana_provisioning_points_at_the_lab_prometheus():
+    """By its compose service name on the mgmt network (Docker's DNS), so every lab on a host has its own."""
     text = PROVISIONED.read_text()
-    assert f"http://{config.PROMETHEUS_MGMT_IP}:9090" in text
+    assert "url: http://prometheus:9090\n" in text
+    scrape = (config.ROOT / "compose" / "prometheus.yml").read_text()
+    assert '"router:9100"' in scrape and '"pushgateway:9091"' in scrape and "10.71." not in scrape
     compose = (config.ROOT / "docker-compose.yml").read_text()
     assert "admin/admin" not in compose and "GF_SECURITY_ADMIN_PASSWORD: admin" not in compose
     assert Path(config.ROOT / "dashboards" / "provisioning" / "dashboards" / "quiclab.yaml").exists()

@@ -172,20 +172,27 @@ def test_implementation_names_may_carry_a_version(name, ok):
 
 def test_every_implementation_is_wired_into_compose_and_the_lab():
     """A registry entry needs its compose service, container, host name in every client's /etc/hosts, a certificate
-    from the pki one-shot, and its container among the ones `quiclab up` waits for (docs/implementations.md)."""
-    from lab import config, lab
+    from the pki one-shot, and its container among the ones `quiclab up` waits for (docs/implementations.md), in
+    every lab of a host (lab/instance.py: the registry holds the default lab's containers and addresses)."""
+    from lab import lab
+    from lab.instance import Instance
+    from tests.compose import rendered
 
-    compose = config.COMPOSE_FILE.read_text()
-    clients = {reg.container for reg in (registry().client(n) for n in client_names())}
-    assert compose.count("extra_hosts: ") == len(clients)
-    for impl in registry().implementations.values():
-        assert f"container_name: {impl.container}\n" in compose, impl.name
-        assert impl.container in lab.REQUIRED_FOR_RUNS and impl.container in lab.LAB_CONTAINERS, impl.name
-        if impl.role == "server":
-            assert f"\n  {impl.service}:\n" in compose and f"{impl.service}-route" in lab.ONE_SHOTS, impl.name
-            assert f'"{impl.host}:{impl.address}"' in compose, impl.name
-            assert f"{impl.name}={impl.host},{impl.address}" in compose, impl.name
-            assert f"ipv4_address: {impl.address}}}" in compose, impl.name
+    for number in range(10):
+        n = Instance(number)
+        compose = rendered(n)
+        reg = registry() if number == 0 else registry().for_instance(n)
+        clients = {reg.client(name).container for name in client_names()}
+        assert compose.count("extra_hosts: ") == len(clients)
+        for impl in reg.implementations.values():
+            assert f"container_name: {impl.container}\n" in compose, impl.name
+            if number == 0:
+                assert impl.container in lab.REQUIRED_FOR_RUNS and impl.container in lab.LAB_CONTAINERS, impl.name
+            if impl.role == "server":
+                assert f"\n  {impl.service}:\n" in compose and f"{impl.service}-route" in lab.ONE_SHOTS, impl.name
+                assert f'"{impl.host}:{impl.address}"' in compose, impl.name
+                assert f"{impl.name}={impl.host},{impl.address}" in compose, impl.name
+                assert f'ipv4_address: "{impl.address}"}}' in compose, impl.name
 
 
 def test_unsupported_combinations_are_known_without_running():
