@@ -21,8 +21,12 @@ def _split(v: str | None) -> list[str] | None:
 
 def _overrides(data: dict[str, Any], repeats: int | None, protocols: str | None, sizes: str | None,
                seed: int | None, clients: str | None, servers: str | None, shaper: str | None,
-               capture: str | None = None) -> dict[str, Any]:
+               capture: str | None = None, sender_cc: str | None = None) -> dict[str, Any]:
     data = dict(data)
+    cc_list = _split(sender_cc)
+    if cc_list is not None:  # one value: the scenario's default; several: swept
+        sweep = {k: v for k, v in data.get("sweep", {}).items() if k != "cc"}
+        data["sweep"], data["cc"] = ({**sweep, "cc": cc_list}, None) if len(cc_list) > 1 else (sweep, cc_list[0])
     if capture is not None:
         data["capture"] = list(parse_kinds(capture))
     for key, value in (("repeats", repeats), ("seed", seed), ("shaper", shaper), ("protocols", _split(protocols)),
@@ -54,6 +58,9 @@ def register(app: typer.Typer) -> None:
         shaper: Annotated[str | None, typer.Option(help="auto, netem or linkem.")] = None,
         capture: Annotated[str | None, typer.Option(help="Evidence kept per run: pcap,keylog,qlog (any subset, "
                                                          "or all); stored under <folder>/evidence/.")] = None,
+        sender_cc: Annotated[str | None, typer.Option(
+            "--sender-cc", help="The sender's (server's) congestion control: reno, cubic, bbr, native; a comma list "
+                                "sweeps it (scenario key cc).")] = None,
         out: Annotated[Path, typer.Option(help="Where result folders go.")] = config.ROOT / "results",
         resume: Annotated[Path | None, typer.Option(help="Continue an interrupted sweep in this folder.")] = None,
         reuse: Annotated[bool, typer.Option(help="If the newest sweep of this very scenario is unfinished, resume "
@@ -74,7 +81,7 @@ def register(app: typer.Typer) -> None:
                 name = presets.resolve(preset or "")
                 data = presets.get(name).model_dump()
                 where = f"preset {name}"
-            data = _overrides(data, repeats, protocols, sizes, seed, clients, servers, shaper, capture)
+            data = _overrides(data, repeats, protocols, sizes, seed, clients, servers, shaper, capture, sender_cc)
             s = scenario.validate(data, where)
             previous = store.latest_matching(out, s.model_dump()) if reuse else None
             if previous is None:

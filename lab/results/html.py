@@ -97,6 +97,24 @@ def _excluded_section(records: Sequence[RunRecord]) -> str:
     return "\n".join(parts)
 
 
+def _cc_section(records: Sequence[RunRecord]) -> str:
+    from lab.results import cc_check
+
+    senders = cc_check.sender_table(records)
+    if senders is None:
+        return ""
+    parts = ["<h2>Sender congestion control and loss response</h2>", html_table(senders)]
+    checks = cc_check.checks(records)
+    if checks:
+        parts += ["<h3>Claims vs the Reno model</h3>", f'<p class="note">{escape(cc_check.NOTE)}</p>',
+                  html_table(cc_check.table(checks))]
+    figs = cc_check.figures(records)
+    if figs:
+        links = "".join(f'<li><a href="{escape(path)}">{escape(key)}</a></li>' for key, path in figs)
+        parts += ["<details><summary>Loss-response figures (per run)</summary>", f"<ul>{links}</ul>", "</details>"]
+    return "\n".join(parts)
+
+
 def report_html(records: Sequence[RunRecord], manifest: dict[str, Any], plot_dir: Path) -> str:
     name = header_items(records, manifest)[0][1]
     rat = ratios(records)
@@ -110,6 +128,7 @@ def report_html(records: Sequence[RunRecord], manifest: dict[str, Any], plot_dir
         f'<p class="warn">{escape(drops)}</p>' if (drops := receiver_drops_note(records)) else "",
         "<h2>HTTP/3 vs TCP</h2>", f'<p class="note">{escape(RATIO_NOTE)}</p>',
         html_table(ratio_table(rat)) if rat else "<p>No HTTP/3 and TCP runs to compare.</p>",
+        _cc_section(records),
         "<h2>Plots</h2>",
         f'<div class="plot">{inline_svg(plot_dir / "goodput.svg")}</div>',
         f'<div class="plot">{inline_svg(plot_dir / "time.svg")}</div>',

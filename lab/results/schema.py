@@ -63,6 +63,23 @@ class RunRecord:
     client_rcvbuf_drops: int | None = None
     # the transfer's timeout in force (s): a run that timed out or failed is right-censored here in the statistics
     timeout_s: float | None = None
+    # the sender's congestion control (downloads: the server's), read back per run from the server (lab/cc.py);
+    # empty for runs that did not run
+    cc_sender: str = ""
+    cc_sender_source: str = ""  # how it is known: netns sysctl, process command line, server default, registry claim
+    # the link's own counters over the run (linkem; empty with netem): packets that entered the emulator (what the
+    # sender put on the wire) and drops by cause, per direction
+    link_down_sent_pkts: int | None = None
+    link_down_loss_drops: int | None = None
+    link_down_queue_drops: int | None = None
+    link_up_sent_pkts: int | None = None
+    link_up_loss_drops: int | None = None
+    link_up_queue_drops: int | None = None
+    # the sender's loss response from the run's evidence (--capture; lab/evidence/loss_response.py)
+    sender_data_pkts: int | None = None  # data-carrying packets the server sent
+    sender_data_bytes: int | None = None  # their data bytes (TCP payload; QUIC STREAM frame bytes)
+    sender_retx_bytes: int | None = None  # data bytes sent again
+    loss_response_source: str = ""  # server qlog | pcap (TCP sequence numbers) | pcap decrypted with the key log
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecord))

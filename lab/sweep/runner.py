@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import re
 import signal
 import threading
 import time
@@ -24,12 +23,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lab import objects
-from lab.endpoints import get_client
-from lab.endpoints.registry import registry
+from lab.cc import SenderControl
+from lab.endpoints import get_client, sender_cc
+from lab.endpoints.registry import Implementation, registry
 from lab.errors import QuiclabError, UsageError
-from lab.evidence import capture
+from lab.evidence import capture, sender_view
 from lab.evidence.goodput import pcap_goodput
-from lab.link import linkem, router, shaper
+from lab.link import counters, linkem, router, shaper
 from lab.link.model import Link
 from lab.protocols import Protocol
 from lab.results.schema import RunRecord
@@ -38,7 +38,6 @@ from lab.sweep.store import RunLog
 from lab.transfer import run_transfer, stop_clients
 
 CURL_TIMEOUT_EXIT = 28
-_BYTES = re.compile(r'^quiclab_link_bytes_total\{direction="(downlink|uplink)",protocol="[a-z]+"\} (\d+)$', re.M)
 
 
 @dataclass
@@ -50,6 +49,7 @@ class Context:
     quic_cc: dict[str, str] = field(default_factory=dict)  # client -> chosen QUIC congestion control (scenario)
     capture: tuple[str, ...] = ()  # evidence kinds to keep per run (pcap, keylog, qlog)
     folder: Path | None = None     # the sweep folder (evidence goes to <folder>/evidence/<run>/)
+    sender: SenderControl = field(default_factory=SenderControl)  # the sender's congestion control per run
 
     def cc_of(self, implementation: str, protocol: Protocol) -> str:
         """"unknown" if the manifest does not say; "none" if the implementation has no such transport."""
@@ -58,19 +58,17 @@ class Context:
         return self.cc[implementation].get("quic" if protocol is Protocol.H3 else "tcp") or "none"
 
 
-def wire_counters(backend: str) -> tuple[int, int] | None:
-    """IP bytes delivered (downlink, uplink) so far: linkem's counters, or the router's interface counters."""
+def wire_counters(backend: str) -> counters.Snapshot | None:
+    """The link's counters so far: linkem's (bytes, packets, drops by cause), or the router's interface counters
+    (IP bytes and packets delivered per direction)."""
     try:
         if backend == "linkem":
-            totals = {"downlink": 0, "uplink": 0}
-            for direction, value in _BYTES.findall(linkem.metrics_text()):
-                totals[direction] += int(value)
-            return totals["downlink"], totals["uplink"]
+            return counters.parse_linkem(linkem.metrics_text())
         ifs = router.interfaces()
         out = router.run("cat", *(f"/sys/class/net/{i}/statistics/{c}" for i in (ifs.client_side, ifs.server_side)
                                   for c in ("tx_bytes", "tx_packets")))
         cb, cp, sb, sp = (int(x) for x in out.split())
-        return cb - 14 * cp, sb - 14 * sp
+        return counters.Snapshot(counters.Counters(cb - 14 * cp, cp), counters.Counters(sb - 14 * sp, sp))
     except (QuiclabError, ValueError):
         return None
 
@@ -113,21 +111,29 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
     link = run.link()
     backend = ctx.shaper
     rec = _record(run, ctx, backend, link, started)
-    why = registry().unsupported(run.client, run.server, run.protocol)
+    server = registry().server(run.server)
+    plan = sender_cc.resolve(server, run.protocol, run.point.settings.get("cc"))
+    why = registry().unsupported(run.client, run.server, run.protocol) or plan.reason
     if why:  # the registry says this combination cannot run: recorded as such, not run, not a failure
         rec.status, rec.failure = "unsupported", why
         return rec
     try:
+        sender = ctx.sender.prepare(server, plan)  # before the link and the transfer: never in the timed part
+        if sender.unsupported:
+            rec.status, rec.failure = "unsupported", sender.unsupported
+            return rec
         choice, _ = shaper.apply(link, ctx.shaper)
         rec.shaper = backend = choice.backend
         adapter = get_client(run.client)
         root = ctx.folder or Path.cwd()
         with capture.collecting(ctx.capture, root, root / "evidence" / run.key.replace("/", "_"), adapter.name,
-                                adapter.container, registry().server(run.server)) as ev:
+                                adapter.container, server, sender.server_env) as ev:
+            port = ev.server_port or sender.port
             before = wire_counters(backend)
             result = run_transfer(adapter, run.server, run.protocol, run.point.size, ctx.timeout_for(run),
-                                  cc=ctx.quic_cc.get(run.client), env=ev.client_env, port=ev.server_port)
+                                  cc=ctx.quic_cc.get(run.client), env=ev.client_env, port=port)
             after = wire_counters(backend)
+            rec.cc_sender, rec.cc_sender_source = ctx.sender.read_back(server, sender, port)
     except UsageError:
         raise  # a bad value that slipped through validation: stop the sweep with it
     except QuiclabError as e:
@@ -145,11 +151,16 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
     rec.goodput_bps = result.goodput_bps
     rec.client_rcvbuf_drops = result.client_rcvbuf_drops
     rec.overhead_s = rec.wall_s - result.total_s if result.total_s else None
-    if before and after:
-        rec.wire_down_bytes, rec.wire_up_bytes = after[0] - before[0], after[1] - before[1]
+    rec.cc_server = rec.cc_sender or rec.cc_server  # what was in force for this run, not at the sweep's start
+    delta = after - before if before and after else None
+    if delta:
+        rec.wire_down_bytes, rec.wire_up_bytes = delta.down.bytes, delta.up.bytes
         rec.wire_overhead = (rec.wire_down_bytes + rec.wire_up_bytes) / run.point.size if run.point.size else None
+        loss_columns(rec, delta)
+    rec.pcap_goodput_bps = pcap_goodput(ev, run.server, run.protocol, run.point.size, port) if result.ok else None
+    if ev.files:
+        sender_response(rec, ev, server, run.protocol, port or server.port or 443, delta)
     rec.evidence = " ".join(ev.relative())
-    rec.pcap_goodput_bps = pcap_goodput(ev, run.server, run.protocol, run.point.size) if result.ok else None
     if result.ok:
         rec.status = "ok"
     elif result.unsupported:  # the implementation said so itself (the contract's exit code 127)
@@ -158,6 +169,26 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
         rec.status = "timeout" if result.exit_code == CURL_TIMEOUT_EXIT else "failed"
         rec.failure = result.failure
     return rec
+
+
+def loss_columns(rec: RunRecord, delta: counters.Snapshot) -> None:
+    """The link's per-direction counts over the run into the record (unknown with netem: left empty)."""
+    rec.link_down_sent_pkts, rec.link_up_sent_pkts = delta.down.received, delta.up.received
+    rec.link_down_loss_drops, rec.link_up_loss_drops = delta.down.loss_drops, delta.up.loss_drops
+    rec.link_down_queue_drops, rec.link_up_queue_drops = delta.down.queue_drops, delta.up.queue_drops
+
+
+def sender_response(rec: RunRecord, ev: capture.Evidence, server: Implementation, protocol: Protocol, port: int,
+                    link: counters.Snapshot | None) -> None:
+    """From the run's evidence: the sender's data and retransmitted bytes, and its loss-response figure."""
+    response = sender_view.analyse(ev, server, protocol, port)
+    if response is None:
+        return
+    rec.sender_data_pkts, rec.sender_data_bytes = response.data_packets, response.data_bytes
+    rec.sender_retx_bytes, rec.loss_response_source = response.retx_bytes, response.source
+    title = f"{rec.run_key}: {protocol.label} {rec.client}→{rec.server}, sender cc {rec.cc_sender or '?'}, " \
+            f"{rec.point_label}"
+    ev.files.append(sender_view.figure(response, link, title, ev.folder / sender_view.FIGURE))
 
 
 def stop_everything() -> None:
