@@ -5,9 +5,9 @@ server can do with a value).
   a connection takes the value in force when it is made). Servers hold no privileges: a short-lived helper
   (the router image) joins the server's network namespace with NET_ADMIN and a writable /proc/sys just long
   enough to run `sysctl -w`, and only when the value must change (~0.6 s here, outside the timed transfer: it
-  shows in the run's `overhead_s`). Before and after each run the value is read in the server's container; a
-  value that changed under the run makes it the lab's failure, never a result. "native" is what a fresh network
-  namespace gets (the host's default), measured once per process.
+  shows in the run's `overhead_s`). The value is read in the server's container before a run that sets it and
+  after every run; a value that changed under the run makes it the lab's failure, never a result. "native" is
+  what a fresh network namespace gets (the host's default), measured once per process.
 - QUIC: a server with per-algorithm instances (registry `sender_cc.quic`) runs one extra process per algorithm,
   on its own port, started on first use and kept until `close()` (the end of the sweep). The algorithm is read
   back from the command line of the process that listens on the port the client used.
@@ -34,7 +34,7 @@ HELPER_TIMEOUT_S = 30.0
 _CC_FLAG = re.compile(r"(?:^|\s)--cc[= ](\S+)")
 
 # runs.csv cc_sender_source values
-SOURCE_NETNS = "netns sysctl (read back before and after the run)"
+SOURCE_NETNS = "netns sysctl (read back after the run)"
 SOURCE_CMDLINE = "process command line (--cc of the listener the client used)"
 SOURCE_DEFAULT = "server default (its listener has no --cc; registry quic_cc.default)"
 SOURCE_CLAIM = "registry claim (fixed in the stack; not observable)"
@@ -113,8 +113,9 @@ class SenderControl:
         self._changed.add(container)
 
     # --- per run ----------------------------------------------------------------------------------------------
-    def prepare(self, server: Implementation, plan: SenderPlan) -> Prepared:
-        """Put the plan in force before the run (not timed). An algorithm the kernel lacks is `unsupported`."""
+    def prepare(self, server: Implementation, plan: SenderPlan, instance: bool = True) -> Prepared:
+        """Put the plan in force before the run (not timed). An algorithm the kernel lacks is `unsupported`.
+        instance=False: the run fetches from a per-run instance (the qlog one) started with `server_env` instead."""
         if plan.kind == "netns":
             target = self.native_tcp() if plan.algorithm == NATIVE else plan.algorithm
             if self.read_tcp(server.container) != target:
@@ -129,6 +130,8 @@ class SenderControl:
                 else:
                     self.set_tcp(server.container, target)
             return Prepared(plan, expected=target)
+        if plan.kind == "instance" and not instance:
+            return Prepared(plan, server_env={"CC": plan.algorithm})
         if plan.kind == "instance":
             assert plan.port is not None and server.sender_cc.quic is not None
             key = (server.container, plan.port)
@@ -138,19 +141,17 @@ class SenderControl:
                                 f"{server.name}'s cc={plan.algorithm} instance")
                 self._instances[key] = plan.algorithm
             return Prepared(plan, port=plan.port, server_env={"CC": plan.algorithm})
-        if plan.transport == "tcp" and server.sender_cc.tcp == "netns":  # as it is: what is in force must stay
-            return Prepared(plan, expected=self.read_tcp(server.container))
-        return Prepared(plan)
+        return Prepared(plan)  # as it is: read back after the run
 
     def read_back(self, server: Implementation, prepared: Prepared, port: int | None) -> tuple[str, str]:
         """(algorithm in force, how it is known) after the run, from the server itself where it can be read.
         `port` is where the client fetched from (None: the server's own port)."""
         plan = prepared.plan
         if plan.transport == "tcp":
-            if not prepared.expected:
-                return "", ""  # a TCP stack the lab cannot read (sender_cc.tcp = "fixed")
+            if server.sender_cc.tcp != "netns":
+                return "", ""  # a TCP stack the lab cannot read
             now = self.read_tcp(server.container)
-            if now != prepared.expected:
+            if prepared.expected and now != prepared.expected:
                 raise EnvironmentProblem(f"{server.name}'s TCP congestion control changed under the run: "
                                          f"{prepared.expected} was set, {now} is in force now")
             return now, SOURCE_NETNS

@@ -49,7 +49,7 @@ def _one(adapter: ClientAdapter, server: Implementation, p: Protocol, nbytes: in
     plan = resolve(server, p, sender_cc)
     if plan.reason:
         return unsupported_result(adapter.name, server.name, p, nbytes, plan.reason), Evidence(folder, folder)
-    prepared = senders.prepare(server, plan)
+    prepared = senders.prepare(server, plan, instance=not (server.qlog and "qlog" in kinds))
     if prepared.unsupported:
         return unsupported_result(adapter.name, server.name, p, nbytes, prepared.unsupported), Evidence(folder, folder)
     root = folder.parent

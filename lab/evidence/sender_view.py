@@ -35,7 +35,7 @@ def analyse(ev: Evidence, server: Implementation, protocol: Protocol, port: int)
         side, keys = ev.find("server-side.pcap"), ev.find("keys.log")
         if side is None or keys is None:
             return None
-        text = _tshark_fields(side, keys)
+        text = _tshark_fields(side, keys, port)
         return loss_response.tshark_quic_response(text, server.address or "") if text else None
     side = ev.find("server-side.pcap")
     if side is None:
@@ -46,18 +46,19 @@ def analyse(ev: Evidence, server: Implementation, protocol: Protocol, port: int)
         return None
 
 
-def _tshark_fields(capture: Path, keys: Path) -> str:
-    """tshark's decrypted QUIC fields (loss_response.TSHARK_FIELDS) for a capture, run in the router."""
+def _tshark_fields(capture: Path, keys: Path, port: int) -> str:
+    """tshark's decrypted QUIC fields (loss_response.TSHARK_FIELDS) for a capture, run in the router (QUIC on
+    `port`: tshark knows only 443 as QUIC by itself)."""
     work = f"/tmp/quiclab-tshark-{uuid.uuid4().hex[:10]}"
     try:
         router.run("mkdir", "-p", work)
         docker.client().container.copy(capture, (config.ROUTER_CONTAINER, f"{work}/c.pcap"))
         docker.client().container.copy(keys, (config.ROUTER_CONTAINER, f"{work}/keys.log"))
         fields = [x for f in loss_response.TSHARK_FIELDS for x in ("-e", f)]
-        return docker.exec_in(config.ROUTER_CONTAINER,
-                              ["tshark", "-n", "-r", f"{work}/c.pcap", "-o", f"tls.keylog_file:{work}/keys.log",
-                               "-Y", "quic", "-T", "fields", *fields, "-E", "occurrence=a", "-E", "aggregator=;"],
-                              timeout_s=TSHARK_TIMEOUT_S)
+        argv = ["tshark", "-n", "-r", f"{work}/c.pcap", "-o", f"tls.keylog_file:{work}/keys.log",
+                "-d", f"udp.port=={port},quic", "-Y", "quic", "-T", "fields", *fields,
+                "-E", "occurrence=a", "-E", "aggregator=;"]
+        return docker.exec_in(config.ROUTER_CONTAINER, argv, timeout_s=TSHARK_TIMEOUT_S)
     except (DockerException, QuiclabError):
         return ""
     finally:

@@ -118,7 +118,8 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
         rec.status, rec.failure = "unsupported", why
         return rec
     try:
-        sender = ctx.sender.prepare(server, plan)  # before the link and the transfer: never in the timed part
+        # before the link and the transfer: never in the timed part (a qlog instance, if any, takes the algorithm)
+        sender = ctx.sender.prepare(server, plan, instance=not (server.qlog and "qlog" in ctx.capture))
         if sender.unsupported:
             rec.status, rec.failure = "unsupported", sender.unsupported
             return rec
