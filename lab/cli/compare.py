@@ -7,7 +7,7 @@ import typer
 from rich.markup import escape
 
 from lab import terminal
-from lab.results.report import compare_sweeps
+from lab.results.report import COMPARE_NOTE, compare_sweeps
 
 
 def register(app: typer.Typer) -> None:
@@ -16,14 +16,18 @@ def register(app: typer.Typer) -> None:
         a: Annotated[Path, typer.Argument(help="Sweep folder A (the baseline).")],
         b: Annotated[Path, typer.Argument(help="Sweep folder B.")],
     ) -> None:
-        """Compare two sweeps' medians side by side (B/A ratios); writes nothing."""
+        """Compare two sweeps: medians side by side and paired B/A ratios with their CI levels; writes nothing."""
         c = compare_sweeps(a, b)
+        title = f"A = {c.name_a}\nB = {c.name_b}"
         cols, rows = c.table
-        title = f"A = {c.name_a}\nB = {c.name_b}\nB/A < 1 for time (> 1 for goodput): B faster"
-        if rows:
-            terminal.table(escape(title), cols, [[escape(x) for x in r] for r in rows], right=cols[2:])
-        else:
+        if not rows:
             terminal.out.print(escape(title) + "\nno point and method in common")
+        else:
+            terminal.table(escape(title + "\nmedians (n = results: completed + censored)"), cols,
+                           [[escape(x) for x in r] for r in rows], right=cols[2:])
+            rcols, rrows = c.ratio_table
+            terminal.table(escape("paired ratios B/A: " + COMPARE_NOTE), rcols,
+                           [[escape(x) for x in r] for r in rrows], right=rcols[2:])
         for name, only in (("A", c.only_a), ("B", c.only_b)):
             if only:
                 terminal.out.print(f"only in {name}: " + escape(", ".join(only)))

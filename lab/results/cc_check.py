@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from lab.endpoints.sender_cc import claims_reno
 from lab.results.models import mathis_goodput_bps
@@ -32,9 +31,10 @@ _HEADERS = {"h3": 20 + 8}
 _TCP_HEADERS = 20 + 20 + 12
 NOTE = ("Mathis et al. (1997): a Reno sender sustains MSS/RTT x 1.22/sqrt(p). p = random-loss drops / packets "
         "the link took toward the client in the run (linkem's counters), RTT = the link's base RTT, MSS = mean "
-        "delivered packet size less headers. Ratio = measured goodput / prediction: median over ok runs with a "
-        f"95 % CI of the median. A Reno/NewReno claim above {REFUTED_ABOVE:g}x the model is flagged; points where "
-        f"the model exceeds {LOSS_LIMITED_BELOW:g}x the link rate are rate-limited, not judged.")
+        "delivered packet size less headers. Ratio = measured goodput / prediction: median over the ok runs "
+        "with the order-statistic CI of the median at the level it has (as above). A Reno/NewReno claim above "
+        f"{REFUTED_ABOVE:g}x the model is flagged; points where the model exceeds {LOSS_LIMITED_BELOW:g}x the "
+        "link rate are rate-limited, not judged.")
 
 
 @dataclass(frozen=True)
@@ -72,17 +72,6 @@ def predict(r: RunRecord) -> Prediction | None:
     return Prediction(p, mss, mathis_goodput_bps(mss, r.rtt_s, p))
 
 
-def _bounds(ci: Any) -> tuple[float, float] | None:
-    """A CI of lab.results.stats as (low, high), whichever form it takes."""
-    if ci is None:
-        return None
-    if isinstance(ci, tuple):
-        return float(ci[0]), float(ci[1])
-    lo, hi = getattr(ci, "lo", None), getattr(ci, "hi", None)
-    lo, hi = getattr(lo, "value", lo), getattr(hi, "value", hi)
-    return (float(lo), float(hi)) if lo is not None and hi is not None else None
-
-
 @dataclass(frozen=True)
 class Check:
     point_label: str
@@ -93,7 +82,8 @@ class Check:
     mathis_bps: float  # median prediction
     goodput_bps: float  # median measured
     ratio: float  # median of the per-run ratios
-    ratio_ci: tuple[float, float] | None
+    ratio_ci: tuple[float, float] | None  # order-statistic CI of that median (lab.results.stats.median_ci)
+    ci_level: float | None  # the coverage it has
     rate_limited: bool
     verdict: str
 
@@ -116,7 +106,8 @@ def checks(records: Sequence[RunRecord]) -> list[Check]:
         mathis = _median([p.goodput_bps for _, p in rows])
         rate = rows[0][0].rate_bps
         rate_limited = rate is not None and mathis > LOSS_LIMITED_BELOW * rate
-        ci = _bounds(median_ci(ratios))
+        ci = median_ci(ratios)
+        bounds = (ci.lo.value, ci.hi.value) if ci and ci.lo.value is not None and ci.hi.value is not None else None
         if rate_limited:
             verdict = "rate-limited (not judged)"
         elif claims_reno(cc):
@@ -126,7 +117,8 @@ def checks(records: Sequence[RunRecord]) -> list[Check]:
             verdict = "not Reno (model for reference)"
         out.append(Check(rows[0][0].point_label, method_label(protocol, client, server), cc, len(rows),
                          _median([p.loss_p for _, p in rows]) * 100, mathis,
-                         _median([r.goodput_bps or 0 for r, _ in rows]), median, ci, rate_limited, verdict))
+                         _median([r.goodput_bps or 0 for r, _ in rows]), median, bounds, ci.level if ci else None,
+                         rate_limited, verdict))
     return out
 
 
@@ -138,12 +130,14 @@ def _median(values: Sequence[float]) -> float:
 
 def table(cs: Sequence[Check]) -> tuple[list[str], list[list[str]]]:
     cols = ["parameter", "method", "sender cc", "n", "loss % (link)", "Mathis Mbit/s", "goodput Mbit/s",
-            "goodput / Mathis", "95 % CI", "verdict"]
+            "goodput / Mathis", "CI", "CI level", "verdict"]
     rows = []
     for c in cs:
         ci = f"{c.ratio_ci[0]:.2f}\u2013{c.ratio_ci[1]:.2f}" if c.ratio_ci else "-"
+        level = f"{c.ci_level * 100:.1f} %" if c.ci_level is not None else "-"
         rows.append([c.point_label, c.method, c.cc_sender or "?", str(c.n), f"{c.loss_pct:.2f}",
-                     f"{c.mathis_bps / 1e6:.3g}", f"{c.goodput_bps / 1e6:.3g}", f"{c.ratio:.2f}", ci, c.verdict])
+                     f"{c.mathis_bps / 1e6:.3g}", f"{c.goodput_bps / 1e6:.3g}", f"{c.ratio:.2f}", ci, level,
+                     c.verdict])
     return cols, rows
 
 

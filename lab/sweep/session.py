@@ -13,12 +13,12 @@ from rich.text import Text
 
 from lab import config, lab, lock, terminal
 from lab.errors import QuiclabError
-from lab.link import shaper
+from lab.link import linkem, shaper
 from lab.link.model import Link
 from lab.observe.push import Publisher
 from lab.results.report import build_report
 from lab.results.schema import RunRecord
-from lab.sweep import environment, runner, store
+from lab.sweep import environment, runner, startup_cache, store
 from lab.sweep.plan import PlannedRun, plan, points, timeout_for
 from lab.sweep.runner import Context
 from lab.sweep.scenario import Scenario, runs_pair, validate
@@ -195,14 +195,27 @@ def _record_environment(folder: Path, s: Scenario, manifest: dict[str, Any]) -> 
     here leaves a resumable folder (the resume records them) and an unimpaired link."""
     try:
         with terminal.status("recording versions and checking the shaper"):
-            manifest["versions"] = environment.versions()
-            manifest["congestion_control"] = environment.congestion_control()
-            manifest["implementations"] = environment.implementations([*s.clients, *s.servers], s.client_quic_cc)
             choice = resolve_shaper(s)
             terminal.info(f"shaper: {choice.backend} ({choice.reason})")
-            manifest["shaper"], manifest["shaper_reason"] = choice.backend, choice.reason
             pts = points(s)
-            manifest["self_check"] = environment.self_check(pts[0].link, choice.backend) if pts else {}
+            first = pts[0].link if pts else None
+            impls = [*s.clients, *s.servers]
+
+            def measure() -> dict[str, Any]:
+                return {"versions": environment.versions(),
+                        "congestion_control": environment.congestion_control(),
+                        "implementations": environment.implementations(impls, s.client_quic_cc),
+                        "self_check": environment.self_check(first, choice.backend) if first else {}}
+
+            parts = {"implementations": impls, "quic_cc": s.client_quic_cc, "backend": choice.backend,
+                     "link": linkem.to_json(first) if first else None}
+            facts, provenance = startup_cache.cached(parts, measure)
+            manifest.update(facts)
+            manifest["startup_cache"] = provenance
+            manifest["shaper"], manifest["shaper_reason"] = choice.backend, choice.reason
+            if provenance["reused"]:
+                terminal.info(f"versions and shaper self-check: unchanged lab, reusing those measured at "
+                              f"{provenance['measured_at']}")
             manifest["status"] = "running"
     except KeyboardInterrupt:
         for key in ("versions", "shaper"):  # incomplete: the resume records the environment again
