@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from python_on_whales.exceptions import DockerException
 
-from lab import config, docker
+from lab import agent, config, docker
 from lab.endpoints import instances
 from lab.endpoints.registry import Implementation
 from lab.endpoints.sender_cc import NATIVE, SenderPlan
@@ -52,8 +52,9 @@ class Prepared:
 
 
 def _read(container: str, path: str) -> str:
+    """A per-run read in an endpoint container (lab.agent: the agent where the image has one)."""
     try:
-        return docker.exec_in(container, ["cat", path]).strip()
+        return agent.run(container, ["cat", path], timeout_s=docker.EXEC_TIMEOUT_S).strip()
     except DockerException as e:
         raise EnvironmentProblem(f"cannot read {path} in {container}: {(e.stderr or str(e)).strip()[:200]}") from None
 

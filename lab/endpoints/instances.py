@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from python_on_whales.exceptions import DockerException
 
-from lab import docker
+from lab import agent, docker
 from lab.errors import EnvironmentProblem
 
 START_TIMEOUT_S = 10.0
@@ -29,7 +29,8 @@ class Listener:
 def listener(container: str, port: int) -> Listener | None:
     """The process listening on UDP `port` in `container` (None when nothing listens there)."""
     try:
-        out = docker.exec_in(container, ["sh", "-c", _LISTENER, "listener", str(port)]).strip().splitlines()
+        out = agent.run(container, ["sh", "-c", _LISTENER, "listener", str(port)],
+                        timeout_s=docker.EXEC_TIMEOUT_S).strip().splitlines()
     except DockerException as e:
         raise EnvironmentProblem(f"cannot look for the listener on port {port} in {container}: "
                                  f"{(e.stderr or str(e)).strip()[:200]}") from None
