@@ -1,6 +1,7 @@
 """The link's own counters around one run: what entered the emulator per direction (what the sender put on the
 wire), what it delivered, and what it dropped by cause. Read before and after each run; the difference is the
-run's (the lab lock keeps other measuring commands off the link meanwhile).
+run's, unless another command sent traffic meanwhile: packets of another IP protocol than the run's betray that
+(`Snapshot.foreign`), and such a run is the lab's failure, never a result.
 
 linkem gives all of them (its /metrics); with netem only the router's interface counters are read (delivered
 bytes and packets; the drop counts stay unknown)."""
@@ -8,7 +9,7 @@ bytes and packets; the drop counts stay unknown)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DIRECTIONS = ("downlink", "uplink")
 _SAMPLE = re.compile(r'^(quiclab_link_[a-z_]+_total)\{([^}]*)\} (\d+)$', re.M)
@@ -46,19 +47,30 @@ class Counters:
 class Snapshot:
     down: Counters
     up: Counters
+    #: packets that entered the link per IP protocol (tcp, udp, icmp, other), both directions (linkem only)
+    by_protocol: dict[str, int] = field(default_factory=dict)
 
     def __sub__(self, other: Snapshot) -> Snapshot:
-        return Snapshot(self.down - other.down, self.up - other.up)
+        return Snapshot(self.down - other.down, self.up - other.up,
+                        {k: v - other.by_protocol.get(k, 0) for k, v in self.by_protocol.items()})
+
+    def foreign(self, transport: str) -> int:
+        """Packets of other IP protocols than the run's `transport` ("tcp" or "udp") that crossed the link: another
+        command's traffic (a run makes none; 0 when unknown)."""
+        return sum(n for proto, n in self.by_protocol.items() if proto != transport)
 
 
 def parse_linkem(text: str) -> Snapshot:
     """linkem's Prometheus exposition -> per-direction totals (summed over IP protocols)."""
     acc: dict[str, dict[str, int]] = {d: {} for d in DIRECTIONS}
+    protocols: dict[str, int] = {}
     for name, labels, value in _SAMPLE.findall(text):
         lab = dict(_LABEL.findall(labels))
         direction = lab.get("direction")
         if direction not in acc:
             continue
+        if name == "quiclab_link_received_packets_total" and "protocol" in lab:
+            protocols[lab["protocol"]] = protocols.get(lab["protocol"], 0) + int(value)
         key = {"quiclab_link_bytes_total": "bytes", "quiclab_link_packets_total": "packets",
                "quiclab_link_received_packets_total": "received"}.get(name)
         if name == "quiclab_link_drops_total":
@@ -71,4 +83,4 @@ def parse_linkem(text: str) -> Snapshot:
                         loss_drops=d.get("loss_drops"), queue_drops=d.get("queue_drops"),
                         outage_drops=d.get("outage_drops"))
 
-    return Snapshot(counters(acc["downlink"]), counters(acc["uplink"]))
+    return Snapshot(counters(acc["downlink"]), counters(acc["uplink"]), protocols)

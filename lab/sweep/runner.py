@@ -123,7 +123,7 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
         if sender.unsupported:
             rec.status, rec.failure = "unsupported", sender.unsupported
             return rec
-        choice, _ = shaper.apply(link, ctx.shaper)
+        choice, applied = shaper.apply(link, ctx.shaper)
         rec.shaper = backend = choice.backend
         adapter = get_client(run.client)
         root = ctx.folder or Path.cwd()
@@ -135,6 +135,7 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
                                   cc=ctx.quic_cc.get(run.client), env=ev.client_env, port=port)
             after = wire_counters(backend)
             rec.cc_sender, rec.cc_sender_source = ctx.sender.read_back(server, sender, port)
+            disturbed(backend, applied, before, after, run.protocol, run.point.size)
     except UsageError:
         raise  # a bad value that slipped through validation: stop the sweep with it
     except QuiclabError as e:
@@ -170,6 +171,31 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
         rec.status = "timeout" if result.exit_code == CURL_TIMEOUT_EXIT else "failed"
         rec.failure = result.failure
     return rec
+
+
+#: Packets of another IP protocol crossing the link during a run beyond which another command was using it.
+FOREIGN_PACKETS = 10
+
+
+def disturbed(backend: str, applied: Link, before: counters.Snapshot | None, after: counters.Snapshot | None,
+              protocol: Protocol, size: int) -> None:
+    """Raise (the lab's failure: not a result) if another command changed the link or sent traffic over it
+    during the run: packets of another IP protocol, or more packets toward the client than twice the object's
+    (in 1200-byte packets, retransmissions included, plus 200). Every measuring command should hold the lab lock;
+    not all do."""
+    if backend != "linkem":
+        return
+    now = linkem.current()
+    if now != applied:
+        raise EnvironmentFailure("the link was changed during the run by another command (not a result)")
+    if before and after:
+        delta = after - before
+        foreign = delta.foreign("udp" if protocol is Protocol.H3 else "tcp")
+        if (delta.down.received or 0) > 2 * size / 1200 + 200:
+            foreign = max(foreign, (delta.down.received or 0) - int(2 * size / 1200 + 200))
+        if foreign > FOREIGN_PACKETS:
+            raise EnvironmentFailure(f"{foreign} packets of other traffic crossed the link during the run: another "
+                                     "command was using the lab (not a result)")
 
 
 def loss_columns(rec: RunRecord, delta: counters.Snapshot) -> None:

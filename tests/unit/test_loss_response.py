@@ -187,3 +187,36 @@ def test_a_point_where_the_link_rate_binds_is_not_judged() -> None:
 def test_runs_that_did_not_complete_are_not_judged() -> None:
     assert cc_check.checks([record(status="timeout", goodput_bps=None), record(status="unsupported")]) == []
     assert cc_check.checks([replace(record(), goodput_bps=None)]) == []
+
+
+def test_other_traffic_on_the_link_during_a_run_is_told_apart() -> None:
+    before = parse_linkem(METRICS)
+    assert before.by_protocol == {"tcp": 141, "udp": 6}
+    quiet = parse_linkem(METRICS.replace('"tcp"} 100\n', '"tcp"} 1400\n'))
+    assert (quiet - before).foreign("tcp") == 0
+    noisy = parse_linkem(METRICS.replace('"udp"} 6\n', '"udp"} 60\n'))
+    assert (noisy - before).foreign("tcp") == 54 and (noisy - before).foreign("udp") == 0
+
+
+def test_a_run_disturbed_by_another_command_is_the_labs_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lab.link import linkem
+    from lab.link.model import Link
+    from lab.link.spec import parse_link
+    from lab.protocols import Protocol
+    from lab.sweep import runner
+
+    mine = parse_link({"rtt": "40ms", "loss": "2%"})
+    before = parse_linkem(METRICS)
+    monkeypatch.setattr(linkem, "current", lambda: mine)
+    runner.disturbed("linkem", mine, before, before, Protocol.H1, 2_000_000)  # nothing else happened
+    runner.disturbed("netem", mine, None, None, Protocol.H1, 2_000_000)  # netem: nothing to tell it by
+    udp = parse_linkem(METRICS.replace('"udp"} 6\n', '"udp"} 600\n'))
+    with pytest.raises(runner.EnvironmentFailure, match="594 packets of other traffic"):
+        runner.disturbed("linkem", mine, before, udp, Protocol.H1, 2_000_000)
+    big = parse_linkem(METRICS.replace('"tcp"} 100\n', '"tcp"} 20000\n'))  # a 30 MB TCP download meanwhile
+    with pytest.raises(runner.EnvironmentFailure, match="other traffic"):
+        runner.disturbed("linkem", mine, before, big, Protocol.H1, 2_000_000)
+    runner.disturbed("linkem", mine, before, big, Protocol.H1, 20_000_000)  # ... but not for a 20 MB run
+    monkeypatch.setattr(linkem, "current", lambda: Link())  # someone's test reset the link
+    with pytest.raises(runner.EnvironmentFailure, match="the link was changed during the run"):
+        runner.disturbed("linkem", mine, before, before, Protocol.H1, 2_000_000)
