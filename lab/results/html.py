@@ -103,10 +103,12 @@ def _cc_section(records: Sequence[RunRecord]) -> str:
     from lab.results import cc_check
 
     senders = cc_check.sender_table(records)
-    if senders is None:
-        return ""
-    parts = ["<h2>Sender congestion control and loss response</h2>", html_table(senders)]
     checks = cc_check.checks(records)
+    if senders is None and not checks:
+        return ""
+    parts = ["<h2>Sender congestion control and loss response</h2>"]
+    if senders is not None:
+        parts.append(html_table(senders))
     if checks:
         parts += ["<h3>Claims vs the Reno model</h3>", f'<p class="note">{escape(cc_check.NOTE)}</p>',
                   html_table(cc_check.table(checks))]

@@ -252,10 +252,12 @@ def cc_markdown(records: Sequence[RunRecord]) -> list[str]:
     from lab.results import cc_check
 
     senders = cc_check.sender_table(records)
-    if senders is None:
-        return []
-    parts = ["## Sender congestion control and loss response", "", md_table(senders), ""]
     checks = cc_check.checks(records)
+    if senders is None and not checks:
+        return []
+    parts = ["## Sender congestion control and loss response", ""]
+    if senders is not None:
+        parts += [md_table(senders), ""]
     if checks:
         parts += ["### Claims vs the Reno model", "", cc_check.NOTE, "", md_table(cc_check.table(checks)), ""]
     figs = cc_check.figures(records)
