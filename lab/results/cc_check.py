@@ -30,7 +30,8 @@ LOSS_LIMITED_BELOW = 0.5
 _HEADERS = {"h3": 20 + 8}
 _TCP_HEADERS = 20 + 20 + 12
 NOTE = ("Mathis et al. (1997): a Reno sender sustains MSS/RTT x 1.22/sqrt(p). p = random-loss drops / packets "
-        "the link took toward the client in the run (linkem's counters; the configured loss for runs without them), RTT = the link's base RTT, MSS = mean "
+        "the link took toward the client in the run (linkem's counters; the configured loss for runs without them), "
+        "RTT = the link's base RTT, MSS = mean "
         "delivered packet size less headers. Ratio = measured goodput / prediction: median over the ok runs "
         "with the order-statistic CI of the median at the level it has (as above). A Reno/NewReno claim above "
         f"{REFUTED_ABOVE:g}x the model is flagged; points where the model exceeds {LOSS_LIMITED_BELOW:g}x the "
