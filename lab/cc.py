@@ -75,6 +75,9 @@ class SenderControl:
         self._available: dict[str, tuple[str, ...]] = {}
         self._changed: set[str] = set()  # containers whose namespace this object set
         self._instances: dict[tuple[str, int], str] = {}  # (container, port) -> algorithm, started here
+        # what each namespace was read (or set) to last: a run's read-back is the next run's "before" (one read per
+        # run); forgotten whenever a read-back disagrees, so the next run reads again
+        self._known: dict[str, str] = {}
 
     # --- TCP --------------------------------------------------------------------------------------------------
     def native_tcp(self) -> str:
@@ -112,6 +115,7 @@ class SenderControl:
             raise EnvironmentProblem(f"could not set {SYSCTL}={algorithm} in {container}'s network namespace: "
                                      f"{' '.join((e.stderr or str(e)).split())[:200]}") from None
         self._changed.add(container)
+        self._known[container] = algorithm
 
     # --- per run ----------------------------------------------------------------------------------------------
     def prepare(self, server: Implementation, plan: SenderPlan, instance: bool = True) -> Prepared:
@@ -119,7 +123,8 @@ class SenderControl:
         instance=False: the run fetches from a per-run instance (the qlog one) started with `server_env` instead."""
         if plan.kind == "netns":
             target = self.native_tcp() if plan.algorithm == NATIVE else plan.algorithm
-            if self.read_tcp(server.container) != target:
+            current = self._known.get(server.container) or self.read_tcp(server.container)
+            if current != target:
                 available = self._available_in(server.container)
                 if target not in available:
                     # tcp_available lists the loaded algorithms; one may still load on demand: try it
@@ -136,7 +141,7 @@ class SenderControl:
         if plan.kind == "instance":
             assert plan.port is not None and server.sender_cc.quic is not None
             key = (server.container, plan.port)
-            if self._instances.get(key) != plan.algorithm or instances.listener(*key) is None:
+            if self._instances.get(key) != plan.algorithm:  # started here before: the read-back checks it is alive
                 instances.stop(*key)  # a leftover (an earlier sweep killed hard) is replaced, never trusted
                 instances.start(server.container, server.sender_cc.quic.command, plan.port, {"CC": plan.algorithm},
                                 f"{server.name}'s cc={plan.algorithm} instance")
@@ -152,7 +157,9 @@ class SenderControl:
             if server.sender_cc.tcp != "netns":
                 return "", ""  # a TCP stack the lab cannot read
             now = self.read_tcp(server.container)
+            self._known[server.container] = now
             if prepared.expected and now != prepared.expected:
+                self._known.pop(server.container, None)
                 raise EnvironmentProblem(f"{server.name}'s TCP congestion control changed under the run: "
                                          f"{prepared.expected} was set, {now} is in force now")
             return now, SOURCE_NETNS
@@ -162,8 +169,10 @@ class SenderControl:
         if not qcc.settable:
             return qcc.describe(), SOURCE_CLAIM
         found = instances.listener(server.container, port or server.port or 443)
-        if found is None:
-            raise EnvironmentProblem(f"nothing listens on {server.name}'s port {port or server.port} after the run")
+        if found is None or (plan.kind == "instance" and f"--cc={plan.algorithm}" not in found.cmdline):
+            self._instances.pop((server.container, port or 0), None)  # started again by the next run
+            raise EnvironmentProblem(f"after the run, {server.name}'s process on port {port or server.port} is gone or "
+                                     f"runs another congestion control than {plan.algorithm}")
         m = _CC_FLAG.search(found.cmdline)
         if m:
             return m.group(1), SOURCE_CMDLINE
