@@ -23,8 +23,21 @@ FIGURE = "loss-response.png"
 TSHARK_TIMEOUT_S = 120.0
 
 
-def analyse(ev: Evidence, server: Implementation, protocol: Protocol, port: int) -> loss_response.LossResponse | None:
-    """The loss response from what the run captured (None: nothing to read it from)."""
+def analyse(ev: Evidence, server: Implementation, protocol: Protocol, port: int,
+            size: int) -> loss_response.LossResponse | None:
+    """The loss response from what the run captured. None when there is nothing to read it from, or when what
+    could be read does not cover the whole object (e.g. tshark decrypts only part of gtlsserver's packets): a
+    partial view is never recorded."""
+    r = _analyse(ev, server, protocol, port)
+    if r is not None and r.data_bytes - r.retx_bytes < size:
+        ev.problems.append(f"the sender's view ({r.source}) holds {r.data_bytes - r.retx_bytes} new data bytes, "
+                           f"less than the {size}-byte object: not recorded")
+        return None
+    return r
+
+
+def _analyse(ev: Evidence, server: Implementation, protocol: Protocol,
+             port: int) -> loss_response.LossResponse | None:
     if protocol is Protocol.H3:
         qlogs = sorted((f for f in ev.files if f.name.startswith("server-") and f.suffix == ".sqlog"),
                        key=lambda f: f.stat().st_size)

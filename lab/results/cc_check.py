@@ -22,8 +22,8 @@ from lab.results.models import mathis_goodput_bps
 from lab.results.schema import RunRecord
 from lab.results.stats import median_ci, method_label
 
-#: goodput / Mathis above this for a Reno claim: the claim is flagged (validate-reno: medians 0.73-1.28, runs up to 2.49:
-#: docs/results.md "Model check").
+#: goodput / Mathis above this for a Reno claim: the claim is flagged (validate-reno: medians 0.73-1.28, runs up to
+#: 2.49: docs/results.md "Model check").
 REFUTED_ABOVE = 2.5
 #: the model binds only when it predicts clearly less than the link's rate.
 LOSS_LIMITED_BELOW = 0.5

@@ -161,7 +161,7 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
         loss_columns(rec, delta)
     rec.pcap_goodput_bps = pcap_goodput(ev, run.server, run.protocol, run.point.size, port) if result.ok else None
     if ev.files:
-        sender_response(rec, ev, server, run.protocol, port or server.port or 443, delta)
+        sender_response(rec, ev, server, run.protocol, port or server.port or 443, run.point.size, delta)
     rec.evidence = " ".join(ev.relative())
     if result.ok:
         rec.status = "ok"
@@ -206,9 +206,9 @@ def loss_columns(rec: RunRecord, delta: counters.Snapshot) -> None:
 
 
 def sender_response(rec: RunRecord, ev: capture.Evidence, server: Implementation, protocol: Protocol, port: int,
-                    link: counters.Snapshot | None) -> None:
+                    size: int, link: counters.Snapshot | None) -> None:
     """From the run's evidence: the sender's data and retransmitted bytes, and its loss-response figure."""
-    response = sender_view.analyse(ev, server, protocol, port)
+    response = sender_view.analyse(ev, server, protocol, port, size)
     if response is None:
         return
     rec.sender_data_pkts, rec.sender_data_bytes = response.data_packets, response.data_bytes

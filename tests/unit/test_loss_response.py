@@ -220,3 +220,19 @@ def test_a_run_disturbed_by_another_command_is_the_labs_failure(monkeypatch: pyt
     monkeypatch.setattr(linkem, "current", lambda: Link())  # someone's test reset the link
     with pytest.raises(runner.EnvironmentFailure, match="the link was changed during the run"):
         runner.disturbed("linkem", mine, before, before, Protocol.H1, 2_000_000)
+
+
+def test_a_view_that_does_not_cover_the_object_is_not_recorded(tmp_path) -> None:
+    from lab.endpoints.registry import registry
+    from lab.evidence import sender_view
+    from lab.evidence.capture import Evidence
+    from lab.protocols import Protocol
+
+    log = tmp_path / "server-abc.sqlog"
+    log.write_text(qlog(sent(1, (0, 0, 1200)), sent(2, (0, 1200, 1200)), sent(3, (0, 1200, 1200))))
+    ngtcp2 = registry().server("ngtcp2")
+    ev = Evidence(tmp_path, tmp_path, files=[log])
+    r = sender_view.analyse(ev, ngtcp2, Protocol.H3, 443, 2400)
+    assert r is not None and (r.data_bytes, r.retx_bytes) == (3600, 1200) and not ev.problems
+    assert sender_view.analyse(ev, ngtcp2, Protocol.H3, 443, 2401) is None  # 2400 new bytes < the object
+    assert "less than the 2401-byte object: not recorded" in ev.problems[0]
