@@ -106,13 +106,13 @@ def figure(r: loss_response.LossResponse, link: Snapshot | None, title: str, pat
     bottom.set_xlabel("time (s)")
     if r.in_flight or r.cwnd:
         bottom.legend(loc="upper left", fontsize=8)
-    drops = ""
-    if link is not None and link.down.received:
-        drops = (f"; link down: {link.down.received} sent, {link.down.loss_drops or 0} lost, "
-                 f"{link.down.queue_drops or 0} queue drops")
     frac = r.retx_fraction
-    fig.suptitle(f"{title}\n{r.data_packets} data packets, {r.retx_bytes} of {r.data_bytes} data bytes retransmitted"
-                 f" ({frac * 100 if frac is not None else 0:.1f} %){drops} — {r.source}", fontsize=9)
+    lines = [title, f"sender ({r.source}): {r.data_packets} data packets, {r.retx_bytes} of {r.data_bytes} data bytes "
+                    f"retransmitted ({frac * 100 if frac is not None else 0:.1f} %)"]
+    if link is not None and link.down.received:
+        lines.append(f"link toward the client: {link.down.received} packets in, {link.down.loss_drops or 0} dropped "
+                     f"by the loss model, {link.down.queue_drops or 0} by the queue")
+    fig.suptitle("\n".join(lines), fontsize=8.5)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
