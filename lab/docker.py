@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import uuid
 from functools import cache
 
 from python_on_whales import DockerClient
@@ -83,6 +84,28 @@ def exec_in(container: str, command: list[str], timeout_s: float = EXEC_TIMEOUT_
     except subprocess.TimeoutExpired:
         raise ExecTimeout(f"`docker exec {container} {' '.join(command[:2])}` did not return within {timeout_s:g} s: "
                           f"is the container frozen (`docker ps`, `quiclab status`)?") from None
+    except FileNotFoundError:
+        raise EnvironmentProblem(f"the docker command is not installed: {SETUP_HINT}") from None
+    if done.returncode != 0:
+        raise get_docker_exception_type(done.stderr)(argv, done.returncode, done.stdout, done.stderr)
+    return post_process_stream(done.stdout)
+
+
+def run_once(image: str, command: list[str], *, network: str, cap_add: tuple[str, ...] = (),
+             security_opt: tuple[str, ...] = (), timeout_s: float = EXEC_TIMEOUT_S) -> str:
+    """A short-lived helper container (`docker run --rm`), e.g. one that shares an endpoint's network namespace
+    (`network="container:NAME"`) just long enough to set one thing there; returns its stdout. It is named, so a
+    helper that does not return in time is removed, never left behind. Errors as exec_in."""
+    name = f"{config.PROJECT}-helper-{uuid.uuid4().hex[:10]}"
+    argv = ["docker", "run", "--rm", "--name", name, "--label", f"{config.PROJECT}.helper=1", "--network", network,
+            *(f"--cap-add={c}" for c in cap_add), *(f"--security-opt={o}" for o in security_opt),
+            "--entrypoint", command[0], image, *command[1:]]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=timeout_s, check=False, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=EXEC_TIMEOUT_S, check=False)
+        raise ExecTimeout(f"helper container {name} ({' '.join(command[:2])}) did not finish within {timeout_s:g} s"
+                          ) from None
     except FileNotFoundError:
         raise EnvironmentProblem(f"the docker command is not installed: {SETUP_HINT}") from None
     if done.returncode != 0:

@@ -22,7 +22,8 @@ def _split(v: str | None) -> list[str] | None:
 
 def _overrides(data: dict[str, Any], repeats: int | None, protocols: str | None, sizes: str | None,
                seed: int | None, clients: str | None, servers: str | None, shaper: str | None,
-               capture: str | None = None, workload: str | None = None) -> dict[str, Any]:
+               capture: str | None = None, workload: str | None = None,
+               sender_cc: str | None = None) -> dict[str, Any]:
     data = dict(data)
     workloads = _split(workload)
     if workloads is not None:  # one: the scenario's workload; several: swept (lab/workloads/spec.py)
@@ -30,6 +31,10 @@ def _overrides(data: dict[str, Any], repeats: int | None, protocols: str | None,
             data["workload"] = workloads[0]
         else:
             data["sweep"] = {**data.get("sweep", {}), "workload": workloads}
+    cc_list = _split(sender_cc)
+    if cc_list is not None:  # one value: the scenario's default; several: swept
+        sweep = {k: v for k, v in data.get("sweep", {}).items() if k != "cc"}
+        data["sweep"], data["cc"] = ({**sweep, "cc": cc_list}, None) if len(cc_list) > 1 else (sweep, cc_list[0])
     if capture is not None:
         data["capture"] = list(parse_kinds(capture))
     for key, value in (("repeats", repeats), ("seed", seed), ("shaper", shaper), ("protocols", _split(protocols)),
@@ -73,6 +78,9 @@ def register(app: typer.Typer) -> None:
                                                           "page:NxSIZE, reuse:NxSIZE, new:NxSIZE, resume:SIZE, "
                                                           "0rtt:SIZE.")] = None,
         out: Annotated[Path | None, typer.Option(help="Where result folders go (default results/).")] = None,
+        sender_cc: Annotated[str | None, typer.Option(
+            "--sender-cc", help="The sender's (server's) congestion control: reno, cubic, bbr, native; a comma list "
+                                "sweeps it (scenario key cc).")] = None,
         resume: Annotated[Path | None, typer.Option(help="Continue an interrupted sweep in this folder.")] = None,
         reuse: Annotated[bool, typer.Option(help="If the newest sweep of this very scenario is unfinished, resume "
                                                   "it; if it is complete, show it instead of running again.")]
@@ -116,7 +124,8 @@ def register(app: typer.Typer) -> None:
                 name = presets.resolve(preset or "")
                 data = presets.get(name).model_dump()
                 where = f"preset {name}"
-            data = _overrides(data, repeats, protocols, sizes, seed, clients, servers, shaper, capture, workload)
+            data = _overrides(data, repeats, protocols, sizes, seed, clients, servers, shaper, capture, workload,
+                              sender_cc)
             s = scenario.validate(data, where)
             if part:
                 shard.check(part, plan(s))

@@ -65,6 +65,30 @@ class QlogInstance(BaseModel):
     port: int = Field(ge=1, le=65535)
 
 
+class CCInstances(BaseModel):
+    """A server whose QUIC congestion control is chosen at start-up: one extra process per algorithm, started on
+    demand by a sweep (`command` in the server's container with PORT and CC set), listening on `ports[algorithm]`,
+    kept running for the sweep and stopped at its end (lab/cc.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: tuple[str, ...] = Field(min_length=1)
+    ports: dict[str, int] = Field(min_length=1)
+
+
+class SenderCC(BaseModel):
+    """How the lab sets a server's congestion control as the sender of a download (docs/implementations.md).
+
+    tcp: "netns" — the kernel's TCP in the server's own network namespace (`net.ipv4.tcp_congestion_control`, set by
+    a short-lived privileged helper; the server keeps no privileges); "fixed" — it cannot be set.
+    quic: per-algorithm instances (CCInstances); without them only the server's own (quic_cc) runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tcp: Literal["netns", "fixed"] = "netns"
+    quic: CCInstances | None = None
+
+
 class Implementation(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -86,6 +110,7 @@ class Implementation(BaseModel):
     qlog: QlogInstance | None = None
     # clients: the workload kinds they can run (lab/workloads/spec.py); bulk only unless the registry says more
     workloads: tuple[str, ...] = ("bulk",)
+    sender_cc: SenderCC = SenderCC()  # servers: how a run sets the sender's congestion control (default: TCP netns)
 
     @model_validator(mode="after")
     def _role_fields(self) -> Implementation:
@@ -95,6 +120,8 @@ class Implementation(BaseModel):
             for f in ("service", "address", "host", "port", "qlog"):
                 if getattr(self, f) is not None:
                     raise ValueError(f"{f}: only servers have a {f}")
+            if "sender_cc" in self.model_fields_set:
+                raise ValueError("sender_cc: only servers have a sender_cc (for downloads the server sends)")
         else:
             for f in ("service", "address", "host", "port"):
                 if getattr(self, f) is None:
@@ -103,12 +130,30 @@ class Implementation(BaseModel):
                 raise ValueError("adapter: servers have no adapter (they are started by compose)")
             if self.qlog is not None and self.qlog.port == self.port:
                 raise ValueError("qlog: its port must differ from the server's own port")
+            self._check_cc_instances()
         unknown = [w for w in self.workloads if w not in KINDS]
         if unknown:
             raise ValueError(f"workloads: unknown workload {unknown[0]!r}: allowed are {', '.join(KINDS)}")
         if Protocol.H3 in self.protocols and self.quic_cc is None:
             raise ValueError("quic_cc: an HTTP/3 implementation must state its QUIC congestion control")
         return self
+
+    def _check_cc_instances(self) -> None:
+        inst = self.sender_cc.quic
+        if inst is None:
+            return
+        options = self.quic_cc.options if self.quic_cc is not None else ()
+        if not options:
+            raise ValueError("sender_cc: quic instances need quic_cc = {options = [...], default = ...}")
+        if set(inst.ports) != set(options):
+            raise ValueError(f"sender_cc: quic ports must name exactly the quic_cc options {list(options)}, "
+                             f"got {sorted(inst.ports)}")
+        taken = {self.port, self.qlog.port if self.qlog else None}
+        for algorithm, port in inst.ports.items():
+            if not 1 <= port <= 65535 or port in taken:
+                raise ValueError(f"sender_cc: quic port {port} for {algorithm} must be 1-65535 and differ from the "
+                                 "server's own, its qlog instance's and the other algorithms' ports")
+            taken.add(port)
 
     def supports(self, protocol: Protocol) -> bool:
         return protocol in self.protocols

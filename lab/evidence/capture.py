@@ -27,6 +27,7 @@ from pathlib import Path
 from python_on_whales.exceptions import DockerException
 
 from lab import config, docker
+from lab.endpoints import instances
 from lab.endpoints.registry import Implementation
 from lab.errors import EnvironmentProblem, UsageError
 from lab.link import router
@@ -36,7 +37,7 @@ KINDS = ("pcap", "keylog", "qlog")
 QLOG_CLIENTS = frozenset({"gtlsclient", "curl-8.23"})
 _ROUTER_DIR = "/tmp/quiclab-evidence"
 _CLIENT_DIR = "/tmp/quiclab-evidence"
-_START_TIMEOUT_S = 10.0
+_START_TIMEOUT_S = instances.START_TIMEOUT_S
 _SERVER_QLOG_CLOSE_S = 0.5
 
 
@@ -115,9 +116,10 @@ def _copy_out(container: str, src: str, dest: Path) -> bool:
 
 @contextmanager
 def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: str, client_container: str,
-               server: Implementation | None = None) -> Iterator[Evidence]:
+               server: Implementation | None = None, server_env: dict[str, str] | None = None) -> Iterator[Evidence]:
     """Capture while the block runs a transfer; the block passes `ev.client_env` to the client and fetches from
-    `ev.server_port` if set. Files land in `folder` (under `root`, the folder the paths are relative to)."""
+    `ev.server_port` if set. Files land in `folder` (under `root`, the folder the paths are relative to).
+    `server_env` goes to a server qlog instance (e.g. CC: the run's sender congestion control, lab/cc.py)."""
     ev = Evidence(root=root, folder=folder)
     if not kinds:
         yield ev
@@ -137,7 +139,7 @@ def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: st
                 ev.problems.append(f"{client_name} writes no qlog")
             if server is not None and server.qlog is not None:
                 server_qlog = f"{_CLIENT_DIR}/{tag}/server-qlog"
-                _start_qlog_server(server, server_qlog)
+                _start_qlog_server(server, server_qlog, server_env or {})
                 ev.server_port = server.qlog.port
         if ev.client_env:
             # curl 8.23 writes qlog only into a QLOGDIR that exists (gtlsclient's wrapper makes its own)
@@ -181,19 +183,12 @@ def _stop_dumps(tag: str, dumps: list[tuple[_Tcpdump, str]]) -> list[str]:
     return problems
 
 
-def _start_qlog_server(server: Implementation, qlog_dir: str) -> None:
+def _start_qlog_server(server: Implementation, qlog_dir: str, env: dict[str, str]) -> None:
     """Start the server's qlog instance (registry `qlog`) writing into `qlog_dir`; wait until it listens."""
     assert server.qlog is not None
-    port = server.qlog.port
     docker.exec_in(server.container, ["mkdir", "-p", qlog_dir])
-    docker.client().container.execute(server.container, list(server.qlog.command), detach=True,
-                                      envs={"PORT": str(port), "QLOGDIR": qlog_dir})
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if f":{port} " in docker.exec_in(server.container, ["ss", "-Hlun"]):
-            return
-        time.sleep(0.05)
-    raise EnvironmentProblem(f"{server.name}'s qlog instance did not start listening on port {port}")
+    instances.start(server.container, server.qlog.command, server.qlog.port, {**env, "QLOGDIR": qlog_dir},
+                    f"{server.name}'s qlog instance")
 
 
 def _collect_dir(ev: Evidence, container: str, src: str, folder: Path, qlog_prefix: str) -> None:

@@ -8,14 +8,14 @@ from lab.evidence.capture import Evidence
 from lab.protocols import Protocol
 
 
-def pcap_goodput(ev: Evidence, server: str, protocol: Protocol, size: int) -> float | None:
+def pcap_goodput(ev: Evidence, server: str, protocol: Protocol, size: int, port: int | None = None) -> float | None:
     """The quic-interop-runner's goodput from the client-side capture (None without one)."""
     path = ev.find("client-side.pcap")
     if path is None:
         return None
     impl = registry().server(server)
     try:
-        port = ev.server_port or impl.port or 443  # the server's qlog instance, if the run used it
+        port = port or ev.server_port or impl.port or 443  # the instance the run used (qlog, congestion control)
         g = pcap.goodput(pcap.read_pcap(path.read_bytes()), impl.address or "", port,
                           protocol is Protocol.H3, size)
     except pcap.PcapError:

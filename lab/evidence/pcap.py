@@ -36,6 +36,9 @@ class Packet:
     dport: int
     payload: bytes  # transport payload (as captured: may be cut by the snap length)
     payload_len: int  # transport payload length on the wire (from the IP header)
+    seq: int = 0      # TCP: sequence number, acknowledgment number and flags (0 for UDP)
+    ack: int = 0
+    flags: int = 0
 
 
 def _ip(b: bytes) -> str:
@@ -92,8 +95,9 @@ def _packet(frame: bytes, l2: int, type_at: int, t: float) -> Packet | None:
         return Packet(t, src, dst, proto, sport, dport, l4[8:], max(0, total_len - ihl - 8))
     if proto == PROTO_TCP and len(l4) >= 20:
         sport, dport = struct.unpack("!HH", l4[:4])
+        seq, ack = struct.unpack("!II", l4[4:12])
         doff = (l4[12] >> 4) * 4
-        return Packet(t, src, dst, proto, sport, dport, l4[doff:], max(0, total_len - ihl - doff))
+        return Packet(t, src, dst, proto, sport, dport, l4[doff:], max(0, total_len - ihl - doff), seq, ack, l4[13])
     return None
 
 

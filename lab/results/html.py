@@ -99,6 +99,26 @@ def _runs_section(runs: Sequence[RunRecord], total: int, rule: str, table: Table
     return "\n".join(parts)
 
 
+def _cc_section(records: Sequence[RunRecord]) -> str:
+    from lab.results import cc_check
+
+    senders = cc_check.sender_table(records)
+    checks = cc_check.checks(records)
+    if senders is None and not checks:
+        return ""
+    parts = ["<h2>Sender congestion control and loss response</h2>"]
+    if senders is not None:
+        parts.append(html_table(senders))
+    if checks:
+        parts += ["<h3>Claims vs the Reno model</h3>", f'<p class="note">{escape(cc_check.NOTE)}</p>',
+                  html_table(cc_check.table(checks))]
+    figs = cc_check.figures(records)
+    if figs:
+        links = "".join(f'<li><a href="{escape(path)}">{escape(key)}</a></li>' for key, path in figs)
+        parts += ["<details><summary>Loss-response figures (per run)</summary>", f"<ul>{links}</ul>", "</details>"]
+    return "\n".join(parts)
+
+
 def _excluded_section(records: Sequence[RunRecord]) -> str:
     return _runs_section(excluded_runs(records), len(records), EXCLUSION_RULE, excluded_table(records), "excluded",
                          "No runs excluded.")
@@ -125,6 +145,7 @@ def report_html(records: Sequence[RunRecord], manifest: dict[str, Any], plot_dir
         "<h2>Plots</h2>",
         f'<div class="plot">{inline_svg(plot_dir / "goodput.svg")}</div>',
         f'<div class="plot">{inline_svg(plot_dir / "time.svg")}</div>',
+        _cc_section(records),
         "<h2>Runs that did not complete</h2>", _censored_section(records),
         "<h2>Excluded runs</h2>", _excluded_section(records),
         "<h2>Shaper self-check</h2>",

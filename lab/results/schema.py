@@ -76,6 +76,23 @@ class RunRecord:
     resumed: bool | None = None       # resume/0rtt: the measured connection resumed the first one's session
     early_data: bool | None = None    # 0rtt: the request went as 0-RTT early data and was accepted
     wire_connections: int | None = None  # connections in the router's client-side capture (with --capture pcap)
+    # the sender's congestion control (downloads: the server's), read back per run from the server (lab/cc.py);
+    # empty for runs that did not run
+    cc_sender: str = ""
+    cc_sender_source: str = ""  # how it is known: netns sysctl, process command line, server default, registry claim
+    # the link's own counters over the run (linkem; empty with netem): packets that entered the emulator (what the
+    # sender put on the wire) and drops by cause, per direction
+    link_down_sent_pkts: int | None = None
+    link_down_loss_drops: int | None = None
+    link_down_queue_drops: int | None = None
+    link_up_sent_pkts: int | None = None
+    link_up_loss_drops: int | None = None
+    link_up_queue_drops: int | None = None
+    # the sender's loss response from the run's evidence (--capture; lab/evidence/loss_response.py)
+    sender_data_pkts: int | None = None  # data-carrying packets the server sent
+    sender_data_bytes: int | None = None  # their data bytes (TCP payload; QUIC STREAM frame bytes)
+    sender_retx_bytes: int | None = None  # data bytes sent again
+    loss_response_source: str = ""  # server qlog | pcap (TCP sequence numbers) | pcap decrypted with the key log
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecord))

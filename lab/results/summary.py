@@ -247,6 +247,26 @@ def receiver_drops_note(records: Sequence[RunRecord]) -> str:
             "sets 8 MB) or compare with care.")
 
 
+def cc_markdown(records: Sequence[RunRecord]) -> list[str]:
+    """The sender's congestion control per run, the link's loss counts, and the Reno-model check."""
+    from lab.results import cc_check
+
+    senders = cc_check.sender_table(records)
+    checks = cc_check.checks(records)
+    if senders is None and not checks:
+        return []
+    parts = ["## Sender congestion control and loss response", ""]
+    if senders is not None:
+        parts += [md_table(senders), ""]
+    if checks:
+        parts += ["### Claims vs the Reno model", "", cc_check.NOTE, "", md_table(cc_check.table(checks)), ""]
+    figs = cc_check.figures(records)
+    if figs:
+        parts += [f"Loss-response figures: {len(figs)} (evidence/<run>/loss-response.png, linked from report.html).",
+                  ""]
+    return parts
+
+
 def summary_markdown(records: Sequence[RunRecord], manifest: dict[str, Any]) -> str:
     items = header_items(records, manifest)
     name = items[0][1]
@@ -263,6 +283,7 @@ def summary_markdown(records: Sequence[RunRecord], manifest: dict[str, Any]) -> 
     rat = ratios(records)
     parts += ["## HTTP/3 vs TCP", "", RATIO_NOTE, "",
               md_table(ratio_table(rat)) if rat else "No HTTP/3 and TCP runs to compare.", ""]
+    parts += cc_markdown(records)
     cens = censored_runs(records)
     parts += ["## Runs that did not complete", "", CENSORING_RULE, "",
               f"{len(cens)} of {len(records)} runs did not complete (censored)." if cens

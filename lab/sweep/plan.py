@@ -19,7 +19,7 @@ from lab.link.spec import parse_link
 from lab.link.units import parse_duration, parse_percent, parse_rate
 from lab.protocols import Protocol
 from lab.sizes import parse_size
-from lab.sweep.scenario import DIMENSIONS, OFF, Scenario
+from lab.sweep.scenario import DIMENSIONS, OFF, Scenario, runs_pair
 from lab.workloads.spec import parse_workload
 
 _X = {  # swept key -> (x_name, numeric value of a setting)
@@ -101,6 +101,8 @@ def plan(s: Scenario) -> list[PlannedRun]:
         for repeat in range(s.repeats):
             seed = link_seed(s.seed, p.index, repeat)
             for proto, client, server in itertools.product(s.protocols, s.clients, s.servers):
+                if not runs_pair(s, client, server):
+                    continue
                 key = f"{p.index}/{proto}/{client}/{server}/{repeat}"
                 runs.append(PlannedRun(key, p, Protocol(proto), client, server, repeat, seed, 0))
     random.Random(s.seed).shuffle(runs)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import re
 import signal
 import threading
 import time
@@ -24,12 +23,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lab import objects
-from lab.endpoints import get_client
-from lab.endpoints.registry import registry
+from lab.cc import SenderControl
+from lab.endpoints import get_client, sender_cc
+from lab.endpoints.registry import Implementation, registry
 from lab.errors import QuiclabError, UsageError
-from lab.evidence import capture
+from lab.evidence import capture, sender_view
 from lab.evidence.goodput import pcap_goodput
-from lab.link import linkem, router, shaper
+from lab.link import counters, linkem, router, shaper
 from lab.link.model import Link
 from lab.models import TransferResult
 from lab.protocols import Protocol
@@ -40,7 +40,6 @@ from lab.transfer import run_transfer, stop_clients
 from lab.workloads import run as workloads
 
 CURL_TIMEOUT_EXIT = 28
-_BYTES = re.compile(r'^quiclab_link_bytes_total\{direction="(downlink|uplink)",protocol="[a-z]+"\} (\d+)$', re.M)
 
 
 @dataclass
@@ -52,6 +51,7 @@ class Context:
     quic_cc: dict[str, str] = field(default_factory=dict)  # client -> chosen QUIC congestion control (scenario)
     capture: tuple[str, ...] = ()  # evidence kinds to keep per run (pcap, keylog, qlog)
     folder: Path | None = None     # the sweep folder (evidence goes to <folder>/evidence/<run>/)
+    sender: SenderControl = field(default_factory=SenderControl)  # the sender's congestion control per run
 
     def cc_of(self, implementation: str, protocol: Protocol) -> str:
         """"unknown" if the manifest does not say; "none" if the implementation has no such transport."""
@@ -60,19 +60,17 @@ class Context:
         return self.cc[implementation].get("quic" if protocol is Protocol.H3 else "tcp") or "none"
 
 
-def wire_counters(backend: str) -> tuple[int, int] | None:
-    """IP bytes delivered (downlink, uplink) so far: linkem's counters, or the router's interface counters."""
+def wire_counters(backend: str) -> counters.Snapshot | None:
+    """The link's counters so far: linkem's (bytes, packets, drops by cause), or the router's interface counters
+    (IP bytes and packets delivered per direction)."""
     try:
         if backend == "linkem":
-            totals = {"downlink": 0, "uplink": 0}
-            for direction, value in _BYTES.findall(linkem.metrics_text()):
-                totals[direction] += int(value)
-            return totals["downlink"], totals["uplink"]
+            return counters.parse_linkem(linkem.metrics_text())
         ifs = router.interfaces()
         out = router.run("cat", *(f"/sys/class/net/{i}/statistics/{c}" for i in (ifs.client_side, ifs.server_side)
                                   for c in ("tx_bytes", "tx_packets")))
         cb, cp, sb, sp = (int(x) for x in out.split())
-        return cb - 14 * cp, sb - 14 * sp
+        return counters.Snapshot(counters.Counters(cb - 14 * cp, cp), counters.Counters(sb - 14 * sp, sp))
     except (QuiclabError, ValueError):
         return None
 
@@ -115,28 +113,40 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
     link = run.link()
     backend = ctx.shaper
     rec = _record(run, ctx, backend, link, started)
-    why = registry().unsupported(run.client, run.server, run.protocol)
+    server = registry().server(run.server)
+    plan = sender_cc.resolve(server, run.protocol, run.point.settings.get("cc"))
+    why = registry().unsupported(run.client, run.server, run.protocol) or plan.reason
     if why:  # the registry says this combination cannot run: recorded as such, not run, not a failure
         rec.status, rec.failure = "unsupported", why
         return rec
     try:
-        choice, _ = shaper.apply(link, ctx.shaper)
+        # before the link and the transfer: never in the timed part (a qlog instance, if any, takes the algorithm)
+        sender = ctx.sender.prepare(server, plan, instance=not (server.qlog and "qlog" in ctx.capture))
+        if sender.unsupported:
+            rec.status, rec.failure = "unsupported", sender.unsupported
+            return rec
+        choice, applied = shaper.apply(link, ctx.shaper)
         rec.shaper = backend = choice.backend
         adapter = get_client(run.client)
         root = ctx.folder or Path.cwd()
         w = workloads.workload_of(run.point)  # the one dispatch: bulk -> run_transfer, others -> lab/workloads
         with capture.collecting(workloads.capture_kinds(w, ctx.capture), root,
                                 root / "evidence" / run.key.replace("/", "_"), adapter.name,
-                                adapter.container, registry().server(run.server)) as ev:
+                                adapter.container, server, sender.server_env) as ev:
+            port = ev.server_port or sender.port
             before = wire_counters(backend)
             if workloads.handles(adapter, w):
                 result: TransferResult = workloads.run_workload(
                     adapter, run.server, run.protocol, w, run.point.size, ctx.timeout_for(run),
-                    cc=ctx.quic_cc.get(run.client), env=ev.client_env, port=ev.server_port)
+                    cc=ctx.quic_cc.get(run.client), env=ev.client_env, port=port)
             else:
                 result = run_transfer(adapter, run.server, run.protocol, run.point.size, ctx.timeout_for(run),
-                                      cc=ctx.quic_cc.get(run.client), env=ev.client_env, port=ev.server_port)
+                                      cc=ctx.quic_cc.get(run.client), env=ev.client_env, port=port)
             after = wire_counters(backend)
+            rec.cc_sender, rec.cc_sender_source = ctx.sender.read_back(server, sender, port)
+            # what the run moves toward the client: every object, twice for resume/0rtt (two connections)
+            moved = w.total_bytes(run.point.size) * (2 if w.sessions else 1)
+            disturbed(backend, applied, before, after, run.protocol, moved)
     except UsageError:
         raise  # a bad value that slipped through validation: stop the sweep with it
     except QuiclabError as e:
@@ -154,11 +164,16 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
     rec.goodput_bps = result.goodput_bps
     rec.client_rcvbuf_drops = result.client_rcvbuf_drops
     rec.overhead_s = rec.wall_s - result.total_s if result.total_s else None
-    if before and after:
-        rec.wire_down_bytes, rec.wire_up_bytes = after[0] - before[0], after[1] - before[1]
+    rec.cc_server = rec.cc_sender or rec.cc_server  # what was in force for this run, not at the sweep's start
+    delta = after - before if before and after else None
+    if delta:
+        rec.wire_down_bytes, rec.wire_up_bytes = delta.down.bytes, delta.up.bytes
         rec.wire_overhead = (rec.wire_down_bytes + rec.wire_up_bytes) / run.point.size if run.point.size else None
+        loss_columns(rec, delta)
+    rec.pcap_goodput_bps = pcap_goodput(ev, run.server, run.protocol, run.point.size, port) if result.ok else None
+    if ev.files:
+        sender_response(rec, ev, server, run.protocol, port or server.port or 443, run.point.size, delta)
     rec.evidence = " ".join(ev.relative())
-    rec.pcap_goodput_bps = pcap_goodput(ev, run.server, run.protocol, run.point.size) if result.ok else None
     if result.ok:
         rec.status = "ok"
     elif result.unsupported:  # the implementation said so itself (the contract's exit code 127)
@@ -171,6 +186,51 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
     except QuiclabError as e:
         raise EnvironmentFailure(str(e)) from None
     return rec
+
+
+#: Packets of another IP protocol crossing the link during a run beyond which another command was using it.
+FOREIGN_PACKETS = 10
+
+
+def disturbed(backend: str, applied: Link, before: counters.Snapshot | None, after: counters.Snapshot | None,
+              protocol: Protocol, size: int) -> None:
+    """Raise (the lab's failure: not a result) if another command changed the link or sent traffic over it
+    during the run: packets of another IP protocol, or more packets toward the client than twice the object's
+    (in 1200-byte packets, retransmissions included, plus 200). Every measuring command should hold the lab lock;
+    not all do."""
+    if backend != "linkem":
+        return
+    now = linkem.current()
+    if now != applied:
+        raise EnvironmentFailure("the link was changed during the run by another command (not a result)")
+    if before and after:
+        delta = after - before
+        foreign = delta.foreign("udp" if protocol is Protocol.H3 else "tcp")
+        if (delta.down.received or 0) > 2 * size / 1200 + 200:
+            foreign = max(foreign, (delta.down.received or 0) - int(2 * size / 1200 + 200))
+        if foreign > FOREIGN_PACKETS:
+            raise EnvironmentFailure(f"{foreign} packets of other traffic crossed the link during the run: another "
+                                     "command was using the lab (not a result)")
+
+
+def loss_columns(rec: RunRecord, delta: counters.Snapshot) -> None:
+    """The link's per-direction counts over the run into the record (unknown with netem: left empty)."""
+    rec.link_down_sent_pkts, rec.link_up_sent_pkts = delta.down.received, delta.up.received
+    rec.link_down_loss_drops, rec.link_up_loss_drops = delta.down.loss_drops, delta.up.loss_drops
+    rec.link_down_queue_drops, rec.link_up_queue_drops = delta.down.queue_drops, delta.up.queue_drops
+
+
+def sender_response(rec: RunRecord, ev: capture.Evidence, server: Implementation, protocol: Protocol, port: int,
+                    size: int, link: counters.Snapshot | None) -> None:
+    """From the run's evidence: the sender's data and retransmitted bytes, and its loss-response figure."""
+    response = sender_view.analyse(ev, server, protocol, port, size)
+    if response is None:
+        return
+    rec.sender_data_pkts, rec.sender_data_bytes = response.data_packets, response.data_bytes
+    rec.sender_retx_bytes, rec.loss_response_source = response.retx_bytes, response.source
+    title = f"{rec.run_key}: {protocol.label} {rec.client}→{rec.server}, sender cc {rec.cc_sender or '?'}, " \
+            f"{rec.point_label}"
+    ev.files.append(sender_view.figure(response, link, title, ev.folder / sender_view.FIGURE))
 
 
 def stop_everything() -> None:

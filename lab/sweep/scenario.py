@@ -5,7 +5,11 @@
     protocols = ["h1", "h2", "h3"]      # default all three
     clients = ["curl"]                  # default curl
     servers = ["nginx"]                 # default nginx (lab/endpoints/implementations.toml lists them all)
-    quic_cc = {gtlsclient = "bbr"}      # QUIC congestion control of clients that can choose it (default: theirs)
+    pairs = ["curl>nginx", "gtlsclient>ngtcp2"]  # optional: only these client>server pairs (default: every one)
+    cc = "reno"                         # the SENDER's congestion control (downloads: the server's): reno, cubic,
+                                        # bbr or native (the server's own; the default); sweepable: [sweep] cc
+    client_quic_cc = {gtlsclient = "bbr"}  # the CLIENT's QUIC congestion control (clients that can choose it);
+                                        # hardly matters for downloads (the client sends only ACKs); old name quic_cc
     sizes = ["10MB"]                    # objects (a swept `size` replaces this)
     repeats = 5
     seed = 1                            # shuffles the run order and seeds the link's randomness
@@ -33,10 +37,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from lab import terminal
 from lab.endpoints import check_server, get_client
 from lab.endpoints.registry import registry
+from lab.endpoints.sender_cc import parse_cc
 from lab.errors import UsageError, validation_line
 from lab.evidence.capture import parse_kinds
 from lab.link import shaper
@@ -53,7 +59,9 @@ MAX_SEED = 2**63 - 1
 #: Run dimensions that are not link parameters: key -> validator of one value (raises UsageError naming it).
 #: A scenario sets one as a top-level default (e.g. `cc = "reno"`) or sweeps it (`[sweep] cc = [...]`); the plan
 #: hands each point's value to the runner in Point.settings. New dimensions register here (cc, workload, ...).
-DIMENSIONS: dict[str, Callable[[str], object]] = {"size": parse_size, "workload": check_workload}
+DIMENSIONS: dict[str, Callable[[str], object]] = {"size": parse_size, "workload": check_workload, "cc": parse_cc}
+#: The old name of client_quic_cc (accepted, with a one-line note).
+DEPRECATED_KEYS = {"quic_cc": "client_quic_cc"}
 SWEEP_KEYS = (*LINK_KEYS, *DIMENSIONS)
 
 
@@ -65,7 +73,9 @@ class Scenario(BaseModel):
     protocols: list[str] = ["h1", "h2", "h3"]
     clients: list[str] = ["curl"]
     servers: list[str] = ["nginx"]
-    quic_cc: dict[str, str] = {}
+    cc: str | None = None  # the sender's congestion control (lab/endpoints/sender_cc.py); None: native
+    client_quic_cc: dict[str, str] = Field(default={}, validation_alias=AliasChoices("client_quic_cc", "quic_cc"))
+    pairs: list[str] = []  # "client>server": only these pairs of clients x servers run (empty: all of them)
     sizes: list[str] = ["1MB"]
     repeats: int = Field(default=5, ge=1, le=MAX_REPEATS)
     seed: int = Field(default=1, ge=0, le=MAX_SEED)
@@ -85,26 +95,48 @@ class Scenario(BaseModel):
         return v
 
 
+def runs_pair(s: Scenario, client: str, server: str) -> bool:
+    """Whether the scenario runs this client against this server (its `pairs`, else every combination)."""
+    return not s.pairs or any(p.replace(" ", "") == f"{client}>{server}" for p in s.pairs)
+
+
 def _fail(where: str, e: ValidationError) -> UsageError:
     return UsageError(f"{where}: {validation_line(e, 'key', Scenario.model_fields)}")
 
 
 def validate(data: dict[str, Any], where: str) -> Scenario:
     """Check everything that can be checked without the lab; errors are one line naming the value."""
+    for old, new in DEPRECATED_KEYS.items():
+        if old in data:
+            if new in data:
+                raise UsageError(f"{where}: give {new} only ({old} is its old name)")
+            terminal.warning(f"{where}: {old} is deprecated, use {new} (the client's QUIC congestion control; "
+                             "the sender's is cc)")
     try:
         s = Scenario.model_validate(data)
     except ValidationError as e:
         raise _fail(where, e) from None
+    if s.cc is not None:
+        try:
+            s.cc = parse_cc(s.cc)
+        except UsageError as e:
+            raise UsageError(f"{where}: {e}") from None
     s.protocols = [parse_protocol(p).value for p in s.protocols]
     for c in s.clients:
         get_client(c)
     for sv in s.servers:
         check_server(sv)
-    for name, choice in s.quic_cc.items():
+    for pair in s.pairs:
+        client, sep, server = pair.partition(">")
+        if not sep or client.strip() not in s.clients or server.strip() not in s.servers:
+            raise UsageError(f"{where}: invalid pairs entry {pair!r}: expected \"client>server\" with a client of "
+                             f"{', '.join(s.clients)} and a server of {', '.join(s.servers)}")
+    for name, choice in s.client_quic_cc.items():
         if name not in s.clients:
-            raise UsageError(f"{where}: quic_cc.{name}: not one of the scenario's clients ({', '.join(s.clients)})")
+            raise UsageError(f"{where}: client_quic_cc.{name}: not one of the scenario's clients "
+                             f"({', '.join(s.clients)})")
         try:
-            registry().check_quic_cc(name, choice, f"quic_cc.{name}")
+            registry().check_quic_cc(name, choice, f"client_quic_cc.{name}")
         except UsageError as e:
             raise UsageError(f"{where}: {e}") from None
     for size in s.sizes:

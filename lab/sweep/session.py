@@ -21,7 +21,7 @@ from lab.results.schema import RunRecord
 from lab.sweep import environment, runner, shard, startup_cache, store
 from lab.sweep.plan import PlannedRun, plan, points, timeout_for
 from lab.sweep.runner import Context
-from lab.sweep.scenario import Scenario, validate
+from lab.sweep.scenario import Scenario, runs_pair, validate
 
 
 def _now() -> str:
@@ -74,7 +74,7 @@ def execute(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Plan
     """Run `todo`; returns True when the sweep is complete, False when Ctrl-C stopped it. An environment failure
     stops the sweep too (EnvironmentFailure, raised after the manifest and the report are written)."""
     ctx = Context(sweep=s.name, shaper=manifest.get("shaper") or s.shaper, cc=_cc(manifest),
-                  timeout_for=lambda r: timeout_for(s, r.point), quic_cc=dict(s.quic_cc),
+                  timeout_for=lambda r: timeout_for(s, r.point), quic_cc=dict(s.client_quic_cc),
                   capture=tuple(s.capture), folder=folder)
     finish = runner.Finish("interrupted")
     live = Publisher.for_sweep(s.name, total, manifest.get("x_name", "point"), manifest.get("shaper", ""))
@@ -85,6 +85,7 @@ def execute(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Plan
         finish = runner.Finish("interrupted")
     finally:
         with runner.held_signals():  # the sweep's end is written whole, whatever arrives meanwhile
+            ctx.sender.close()  # per-algorithm server instances stopped, server namespaces back to native
             live.finish(finish.outcome == "complete")
             if finish.outcome != "complete":
                 runner.stop_everything()
@@ -181,8 +182,8 @@ def _start(s: Scenario, preset: str | None, results_dir: Path, part: shard.Shard
     manifest["status"] = "starting"
     store.write_json_atomic(folder / store.MANIFEST, manifest)  # a sweep folder from the start: resumable
     terminal.info(f"sweep {s.name}: {len(points(s))} points x {len(s.protocols)} protocols x "
-                  f"{len(s.clients) * len(s.servers)} client/server pairs x {s.repeats} repeats = {len(every)} runs"
-                  f"{f' (shard {part}: {len(runs)} runs)' if part else ''} "
+                  f"{sum(runs_pair(s, c, v) for c in s.clients for v in s.servers)} client/server pairs x {s.repeats} "
+                  f"repeats = {len(every)} runs{f' (shard {part}: {len(runs)} runs)' if part else ''} "
                   f"-> {folder.relative_to(config.ROOT) if folder.is_relative_to(config.ROOT) else folder}")
     try:
         _record_environment(folder, s, manifest)
@@ -206,10 +207,10 @@ def _record_environment(folder: Path, s: Scenario, manifest: dict[str, Any]) -> 
             def measure() -> dict[str, Any]:
                 return {"versions": environment.versions(),
                         "congestion_control": environment.congestion_control(),
-                        "implementations": environment.implementations(impls, s.quic_cc),
+                        "implementations": environment.implementations(impls, s.client_quic_cc),
                         "self_check": environment.self_check(first, choice.backend) if first else {}}
 
-            parts = {"implementations": impls, "quic_cc": s.quic_cc, "backend": choice.backend,
+            parts = {"implementations": impls, "quic_cc": s.client_quic_cc, "backend": choice.backend,
                      "link": linkem.to_json(first) if first else None}
             facts, provenance = startup_cache.cached(parts, measure)
             manifest.update(facts)

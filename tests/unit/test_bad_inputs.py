@@ -165,7 +165,8 @@ CASES = [
     scen("sweep-value", SCENARIO + "[sweep]\nloss = ['1%', 'lots']\n", "'lots'"),
     scen("sweep-size", SCENARIO + "[sweep]\nsize = ['1MB', '0']\n", "'0'"),
     scen("netem-outage", SCENARIO + "shaper = 'netem'\n[sweep]\noutage = ['off', '10s:200ms']\n", "outage"),
-    scen("quic-cc", SCENARIO + "quic_cc = {curl = 'bbr'}\n", "'bbr'"),
+    scen("quic-cc", SCENARIO + "client_quic_cc = {curl = 'bbr'}\n", "'bbr'"),
+    scen("sender-cc", SCENARIO + "cc = 'vegas'\n", "'vegas'"),
     case("scenario-path-markup", "sweep", "--scenario", "[red]s[/].toml", needle="'[red]s[/].toml'"),
     case("scenario-is-a-folder", "sweep", "--scenario", "sdir", needle="'sdir'", files={"sdir/": ""}),
     # report / compare

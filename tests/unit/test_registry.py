@@ -268,16 +268,23 @@ def test_summary_lists_the_implementations_and_old_manifests_still_resume():
     assert _cc(old) == {"curl": {"tcp": "bbr", "quic": "nr-c"}, "nginx": {"tcp": "cubic", "quic": "nr-s"}}
 
 
-def test_a_scenario_can_choose_a_settable_quic_cc_only():
+def test_a_scenario_can_choose_a_settable_client_quic_cc_only(capsys: pytest.CaptureFixture[str]):
     base = {"name": "cc", "clients": ["curl", "gtlsclient"], "servers": ["ngtcp2"], "protocols": ["h3"]}
-    assert validate({**base, "quic_cc": {"gtlsclient": "bbr"}}, "s").quic_cc == {"gtlsclient": "bbr"}
-    with pytest.raises(UsageError,
-                       match=r"s: invalid quic_cc.gtlsclient 'vegas' for gtlsclient: allowed are cubic, reno, bbr"):
-        validate({**base, "quic_cc": {"gtlsclient": "vegas"}}, "s")
-    with pytest.raises(UsageError, match=r"s: invalid quic_cc.curl 'bbr': curl cannot choose its congestion control"):
-        validate({**base, "quic_cc": {"curl": "bbr"}}, "s")
-    with pytest.raises(UsageError, match=r"quic_cc.nginx: not one of the scenario's clients"):
-        validate({**base, "quic_cc": {"nginx": "bbr"}}, "s")
+    assert validate({**base, "client_quic_cc": {"gtlsclient": "bbr"}}, "s").client_quic_cc == {"gtlsclient": "bbr"}
+    assert capsys.readouterr().err == ""
+    # the old name is accepted, with one line saying so
+    assert validate({**base, "quic_cc": {"gtlsclient": "bbr"}}, "s").client_quic_cc == {"gtlsclient": "bbr"}
+    note = capsys.readouterr().err.strip().splitlines()
+    assert len(note) == 1 and "quic_cc is deprecated, use client_quic_cc" in note[0]
+    with pytest.raises(UsageError, match=r"s: give client_quic_cc only"):
+        validate({**base, "quic_cc": {"gtlsclient": "bbr"}, "client_quic_cc": {"gtlsclient": "bbr"}}, "s")
+    with pytest.raises(UsageError, match=r"s: invalid client_quic_cc.gtlsclient 'vegas' for gtlsclient: "
+                                         r"allowed are cubic, reno, bbr"):
+        validate({**base, "client_quic_cc": {"gtlsclient": "vegas"}}, "s")
+    with pytest.raises(UsageError, match=r"client_quic_cc.curl 'bbr': curl cannot choose its congestion control"):
+        validate({**base, "client_quic_cc": {"curl": "bbr"}}, "s")
+    with pytest.raises(UsageError, match=r"client_quic_cc.nginx: not one of the scenario's clients"):
+        validate({**base, "client_quic_cc": {"nginx": "bbr"}}, "s")
     ctx = runner.Context(sweep="x", shaper="auto", timeout_for=lambda r: 10, quic_cc={"gtlsclient": "bbr"},
                          cc={"gtlsclient": {"tcp": None, "quic": "bbr"}})
     assert ctx.cc_of("gtlsclient", Protocol.H3) == "bbr"

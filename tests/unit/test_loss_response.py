@@ -1,0 +1,238 @@
+"""Loss-response arithmetic: the link's counters per run, retransmitted bytes and bytes in flight from a capture,
+a qlog and tshark's fields, and the Reno-model check (all from hand-made inputs)."""
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+
+from lab.evidence.loss_response import TSHARK_FIELDS, qlog_response, tcp_response, tshark_quic_response
+from lab.evidence.pcap import PROTO_TCP, Packet
+from lab.link.counters import Counters, parse_linkem
+from lab.results import cc_check
+from lab.results.models import mathis_goodput_bps
+from lab.results.schema import RunRecord
+
+METRICS = """# HELP quiclab_link_packets_total x
+quiclab_link_packets_total{direction="downlink",protocol="tcp"} 90
+quiclab_link_packets_total{direction="downlink",protocol="udp"} 5
+quiclab_link_packets_total{direction="uplink",protocol="tcp"} 40
+quiclab_link_bytes_total{direction="downlink",protocol="tcp"} 130000
+quiclab_link_bytes_total{direction="downlink",protocol="udp"} 1000
+quiclab_link_bytes_total{direction="uplink",protocol="tcp"} 2400
+quiclab_link_received_packets_total{direction="downlink",protocol="tcp"} 100
+quiclab_link_received_packets_total{direction="downlink",protocol="udp"} 6
+quiclab_link_received_packets_total{direction="uplink",protocol="tcp"} 41
+quiclab_link_drops_total{direction="downlink",cause="loss"} 8
+quiclab_link_drops_total{direction="downlink",cause="queue"} 3
+quiclab_link_drops_total{direction="downlink",cause="outage"} 0
+quiclab_link_drops_total{direction="uplink",cause="loss"} 1
+quiclab_link_drops_total{direction="uplink",cause="queue"} 0
+quiclab_link_drops_total{direction="other",cause="loss"} 7
+quiclab_link_queue_packets{direction="downlink"} 26
+"""
+
+
+def test_linkem_counters_per_direction_and_their_difference() -> None:
+    snap = parse_linkem(METRICS)
+    assert snap.down == Counters(bytes=131000, packets=95, received=106, loss_drops=8, queue_drops=3,
+                                 outage_drops=0)
+    assert snap.up == Counters(bytes=2400, packets=40, received=41, loss_drops=1, queue_drops=0, outage_drops=None)
+    later = parse_linkem(METRICS.replace("} 8\n", "} 18\n").replace("} 100\n", "} 300\n"))
+    delta = later - snap
+    assert (delta.down.received, delta.down.loss_drops, delta.down.queue_drops) == (200, 10, 0)
+    assert delta.down.loss_rate == pytest.approx(10 / 200)
+    assert Counters(bytes=1, packets=1).loss_rate is None  # netem: unknown, not zero
+
+
+SERVER, CLIENT, PORT, CPORT = "10.71.2.10", "10.71.1.10", 443, 50000
+ISN = 2**32 - 1000  # the sequence numbers wrap during the transfer
+
+
+def seg(t: float, offset: int, length: int) -> Packet:
+    return Packet(t, SERVER, CLIENT, PROTO_TCP, PORT, CPORT, b"", length, (ISN + 1 + offset) % 2**32, 0, 0x18)
+
+
+def ack(t: float, offset: int) -> Packet:
+    return Packet(t, CLIENT, SERVER, PROTO_TCP, CPORT, PORT, b"", 0, 7, (ISN + 1 + offset) % 2**32, 0x10)
+
+
+def test_tcp_retransmitted_bytes_and_bytes_in_flight_from_sequence_numbers() -> None:
+    synack = Packet(0.0, SERVER, CLIENT, PROTO_TCP, PORT, CPORT, b"", 0, ISN, 1, 0x12)
+    packets = [synack, ack(0.01, 0),
+               seg(0.1, 0, 1000), seg(0.1, 1000, 1000), seg(0.1, 2000, 1000),  # 3000 new
+               ack(0.2, 1000),  # the second segment was lost: duplicate ACKs
+               ack(0.21, 1000),
+               seg(0.3, 1000, 1000),  # its retransmission
+               seg(0.3, 3000, 1000),  # new
+               seg(0.4, 500, 1000),   # half old (500-1000 then 1000-1500: all below 4000) -> 1000 old
+               ack(0.5, 4000)]
+    r = tcp_response(packets, SERVER, PORT)
+    assert r is not None
+    assert (r.data_packets, r.data_bytes, r.retx_packets, r.retx_bytes) == (6, 6000, 2, 2000)
+    assert r.retx_fraction == pytest.approx(2000 / 6000)
+    assert [x[2] for x in r.sent] == [False, False, False, True, False, True]
+    # in flight: highest sent - highest cumulative ACK, at each data segment
+    assert [v for _, v in r.in_flight] == [1000, 2000, 3000, 2000, 3000, 3000]
+    assert tcp_response([synack], SERVER, PORT) is None  # no data: nothing to say
+
+
+def qlog(*events: dict[str, object]) -> str:
+    head = {"qlog_format": "JSON-SEQ", "qlog_version": "0.3", "trace": {}}
+    return "".join("\x1e" + json.dumps(e) + "\n" for e in (head, *events))
+
+
+def sent(t: float, *frames: tuple[int, int, int]) -> dict[str, object]:
+    return {"time": t, "name": "transport:packet_sent",
+            "data": {"frames": [{"frame_type": "ack"},
+                                *({"frame_type": "stream", "stream_id": s, "offset": o, "length": n}
+                                  for s, o, n in frames)]}}
+
+
+def test_quic_retransmitted_stream_bytes_and_cwnd_from_a_qlog() -> None:
+    text = qlog(
+        {"time": 0, "name": "transport:packet_sent", "data": {"frames": [{"frame_type": "crypto"}]}},  # not data
+        sent(10, (0, 0, 1200)), sent(10, (0, 1200, 1200)), sent(11, (3, 0, 20), (0, 2400, 1000)),
+        {"time": 50, "name": "recovery:metrics_updated", "data": {"congestion_window": 12000, "bytes_in_flight": 3420}},
+        sent(60, (0, 1200, 1200)),  # stream 0's second packet again
+        sent(61, (3, 0, 20), (0, 3400, 500)),  # stream 3 again (20 old), 500 new on stream 0
+        {"time": 62, "name": "recovery:metrics_updated", "data": {"congestion_window": 6000}},
+    ) + '\x1e{"time": 70, "name": "transport:packet_se'  # a record cut short when the server stopped
+    r = qlog_response(text)
+    assert r is not None
+    assert (r.data_packets, r.data_bytes, r.retx_packets, r.retx_bytes) == (5, 5140, 2, 1220)
+    assert r.cwnd == [(0.05, 12000.0), (0.062, 6000.0)] and r.in_flight == [(0.05, 3420.0)]
+    assert qlog_response(qlog()) is None
+
+
+def tline(t: float, src: str, size: int, forms: str, pns: str, sids: str = "", offs: str = "", lens: str = "",
+          acks: str = "") -> str:
+    return "\t".join([f"{t}", src, str(size), forms, pns, sids, offs, lens, acks])
+
+
+def test_quic_from_tsharks_decrypted_fields() -> None:
+    assert len(TSHARK_FIELDS) == 9
+    text = "\n".join([
+        tline(0.0, SERVER, 1200, "1;1", "0;0"),  # Initial + Handshake, no stream data
+        tline(0.1, CLIENT, 1200, "1;1", "5;0", acks="99;0"),  # a long-header ACK: not of 1-RTT packets
+        tline(0.2, SERVER, 1200, "0", "1", "0;3", "0;0", "1000;10"),
+        tline(0.2, SERVER, 1200, "0", "2", "0", "1000", "1000"),
+        tline(0.2, SERVER, 1200, "0", "3", "0", "2000", "1000"),
+        tline(0.3, CLIENT, 50, "0", "9", acks="1"),  # ACK up to packet 1
+        tline(0.4, SERVER, 1200, "0", "4", "0", "1000", "1000"),  # packet 2's data again
+        tline(0.4, SERVER, 1200, "0", "5", "0;0", "2500", ""),  # fields that do not line up: skipped
+    ])
+    r = tshark_quic_response(text, SERVER)
+    assert r is not None
+    assert (r.data_packets, r.data_bytes, r.retx_packets, r.retx_bytes) == (4, 4010, 1, 1000)
+    assert [v for _, v in r.in_flight] == [1200, 2400, 3600, 3600]  # packets 2, 3, 4 after the ACK of 1
+
+
+def record(**kw: object) -> RunRecord:
+    base = dict(sweep="s", run_key="0/h1/curl/nginx/0", point=0, point_label="loss=2%", x_name="loss_pct", x=2.0,
+                protocol="h1", client="curl", server="nginx", repeat=0, order=0, seed=1, shaper="linkem",
+                rate_bps=20e6, rtt_s=0.04, loss_pct=2.0, jitter_s=0.0, link="{}", size_bytes=2_000_000,
+                status="ok", failure="", http_version="1.1", bytes=2_000_000, sha256_ok=True, handshake_s=None,
+                ttfb_s=None, total_s=1.0, goodput_bps=2.5e6, wall_s=1.0, overhead_s=0.0,
+                wire_down_bytes=1500 * 980, wire_up_bytes=1000, wire_overhead=1.0, cc_client="bbr",
+                cc_server="reno", started_at="t", cc_sender="reno", cc_sender_source="netns",
+                link_down_sent_pkts=1000, link_down_loss_drops=20, link_down_queue_drops=0)
+    base.update(kw)
+    return RunRecord(**base)  # type: ignore[arg-type]
+
+
+def test_the_mathis_prediction_uses_the_runs_observed_loss_and_segment_size() -> None:
+    r = record()
+    pred = cc_check.predict(r)
+    assert pred is not None
+    assert pred.loss_p == pytest.approx(0.02)
+    assert pred.mss_bytes == pytest.approx(1500 - 52)  # 980 delivered full packets less TCP/IP headers
+    assert pred.goodput_bps == pytest.approx(1448 * 8 / 0.04 * math.sqrt(1.5) / math.sqrt(0.02))
+    assert pred.goodput_bps == pytest.approx(mathis_goodput_bps(1448, 0.04, 0.02))
+    quic = cc_check.predict(record(protocol="h3"))
+    assert quic is not None and quic.mss_bytes == pytest.approx(1500 - 28)
+    # without the link's counters, the configured loss and a full-size packet
+    bare = cc_check.predict(record(link_down_sent_pkts=None, link_down_loss_drops=None, wire_down_bytes=None))
+    assert bare is not None and bare.loss_p == pytest.approx(0.02) and bare.mss_bytes == 1448
+    assert cc_check.predict(record(loss_pct=0.0, link_down_loss_drops=0)) is None  # no loss, no prediction
+
+
+def test_a_reno_claim_far_above_the_model_is_flagged_and_one_near_it_is_not() -> None:
+    model = cc_check.predict(record())
+    assert model is not None
+    near = [record(repeat=i, goodput_bps=model.goodput_bps * f) for i, f in enumerate((0.9, 1.0, 1.1))]
+    far = [record(repeat=i, point=1, server="nginx", protocol="h3", cc_sender="newreno (nginx QUIC, fixed)",
+                  goodput_bps=model.goodput_bps * 5, wire_down_bytes=1500 * 980 - 24 * 980) for i in range(3)]
+    cubic = [record(repeat=i, point=2, cc_sender="cubic", goodput_bps=model.goodput_bps * 5) for i in range(3)]
+    checks = {c.point_label + c.cc_sender: c for c in cc_check.checks([*near, *far, *cubic])}
+    assert len(checks) == 3
+    ok = checks["loss=2%reno"]
+    assert ok.verdict == "consistent with Reno" and ok.ratio == pytest.approx(1.0) and ok.n == 3
+    assert ok.ratio_ci is not None and ok.ratio_ci[0] <= 1.0 <= ok.ratio_ci[1]
+    bad = checks["loss=2%newreno (nginx QUIC, fixed)"]
+    assert bad.verdict.startswith("REFUTED") and bad.ratio > cc_check.REFUTED_ABOVE
+    assert checks["loss=2%cubic"].verdict == "not Reno (model for reference)"
+    cols, rows = cc_check.table(list(checks.values()))
+    assert len(rows) == 3 and len(cols) == len(rows[0])
+
+
+def test_a_point_where_the_link_rate_binds_is_not_judged() -> None:
+    # 0.1 % loss on 40 ms: Mathis ~11 Mbit/s > half of 5 Mbit/s: the link's rate, not loss, limits the flow
+    r = record(link_down_loss_drops=1, rate_bps=5e6, goodput_bps=4.5e6)
+    (check,) = cc_check.checks([r])
+    assert check.rate_limited and check.verdict == "rate-limited (not judged)"
+
+
+def test_runs_that_did_not_complete_are_not_judged() -> None:
+    assert cc_check.checks([record(status="timeout", goodput_bps=None), record(status="unsupported")]) == []
+    assert cc_check.checks([replace(record(), goodput_bps=None)]) == []
+
+
+def test_other_traffic_on_the_link_during_a_run_is_told_apart() -> None:
+    before = parse_linkem(METRICS)
+    assert before.by_protocol == {"tcp": 141, "udp": 6}
+    quiet = parse_linkem(METRICS.replace('"tcp"} 100\n', '"tcp"} 1400\n'))
+    assert (quiet - before).foreign("tcp") == 0
+    noisy = parse_linkem(METRICS.replace('"udp"} 6\n', '"udp"} 60\n'))
+    assert (noisy - before).foreign("tcp") == 54 and (noisy - before).foreign("udp") == 0
+
+
+def test_a_run_disturbed_by_another_command_is_the_labs_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lab.link import linkem
+    from lab.link.model import Link
+    from lab.link.spec import parse_link
+    from lab.protocols import Protocol
+    from lab.sweep import runner
+
+    mine = parse_link({"rtt": "40ms", "loss": "2%"})
+    before = parse_linkem(METRICS)
+    monkeypatch.setattr(linkem, "current", lambda: mine)
+    runner.disturbed("linkem", mine, before, before, Protocol.H1, 2_000_000)  # nothing else happened
+    runner.disturbed("netem", mine, None, None, Protocol.H1, 2_000_000)  # netem: nothing to tell it by
+    udp = parse_linkem(METRICS.replace('"udp"} 6\n', '"udp"} 600\n'))
+    with pytest.raises(runner.EnvironmentFailure, match="594 packets of other traffic"):
+        runner.disturbed("linkem", mine, before, udp, Protocol.H1, 2_000_000)
+    big = parse_linkem(METRICS.replace('"tcp"} 100\n', '"tcp"} 20000\n'))  # a 30 MB TCP download meanwhile
+    with pytest.raises(runner.EnvironmentFailure, match="other traffic"):
+        runner.disturbed("linkem", mine, before, big, Protocol.H1, 2_000_000)
+    runner.disturbed("linkem", mine, before, big, Protocol.H1, 20_000_000)  # ... but not for a 20 MB run
+    monkeypatch.setattr(linkem, "current", lambda: Link())  # someone's test reset the link
+    with pytest.raises(runner.EnvironmentFailure, match="the link was changed during the run"):
+        runner.disturbed("linkem", mine, before, before, Protocol.H1, 2_000_000)
+
+
+def test_a_view_that_does_not_cover_the_object_is_not_recorded(tmp_path) -> None:
+    from lab.endpoints.registry import registry
+    from lab.evidence import sender_view
+    from lab.evidence.capture import Evidence
+    from lab.protocols import Protocol
+
+    log = tmp_path / "server-abc.sqlog"
+    log.write_text(qlog(sent(1, (0, 0, 1200)), sent(2, (0, 1200, 1200)), sent(3, (0, 1200, 1200))))
+    ngtcp2 = registry().server("ngtcp2")
+    ev = Evidence(tmp_path, tmp_path, files=[log])
+    r = sender_view.analyse(ev, ngtcp2, Protocol.H3, 443, 2400)
+    assert r is not None and (r.data_bytes, r.retx_bytes) == (3600, 1200) and not ev.problems
+    assert sender_view.analyse(ev, ngtcp2, Protocol.H3, 443, 2401) is None  # 2400 new bytes < the object
+    assert "less than the 2401-byte object: not recorded" in ev.problems[0]
