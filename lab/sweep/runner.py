@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lab import objects
+from lab.adverse import run as adverse
+from lab.adverse.check import unsupported as adverse_unsupported
 from lab.endpoints import get_client
 from lab.endpoints.registry import registry
 from lab.errors import QuiclabError, UsageError
@@ -113,7 +115,8 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
     link = run.link()
     backend = ctx.shaper
     rec = _record(run, ctx, backend, link, started)
-    why = registry().unsupported(run.client, run.server, run.protocol)
+    why = registry().unsupported(run.client, run.server, run.protocol) or adverse_unsupported(
+        run.point.settings, run.client, run.protocol)
     if why:  # the registry says this combination cannot run: recorded as such, not run, not a failure
         rec.status, rec.failure = "unsupported", why
         return rec
@@ -125,9 +128,13 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
         with capture.collecting(ctx.capture, root, root / "evidence" / run.key.replace("/", "_"), adapter.name,
                                 adapter.container, registry().server(run.server)) as ev:
             before = wire_counters(backend)
-            result = run_transfer(adapter, run.server, run.protocol, run.point.size, ctx.timeout_for(run),
-                                  cc=ctx.quic_cc.get(run.client), env=ev.client_env, port=ev.server_port)
-            after = wire_counters(backend)
+            with adverse.during(run.point.settings, server=run.server, protocol=run.protocol, backend=backend,
+                                link=link, size=run.point.size, timeout_s=ctx.timeout_for(run),
+                                port=ev.server_port) as adv:
+                result = run_transfer(adapter, run.server, run.protocol, run.point.size, ctx.timeout_for(run),
+                                      cc=ctx.quic_cc.get(run.client), env={**ev.client_env, **adv.client_env},
+                                      port=ev.server_port)
+                after = wire_counters(backend)
     except UsageError:
         raise  # a bad value that slipped through validation: stop the sweep with it
     except QuiclabError as e:
@@ -157,6 +164,7 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
     else:
         rec.status = "timeout" if result.exit_code == CURL_TIMEOUT_EXIT else "failed"
         rec.failure = result.failure
+    adv.fill(rec, ev.files)
     return rec
 
 

@@ -13,6 +13,9 @@
     shaper = "auto"                     # auto | netem | linkem
     log_y = false                       # log goodput axis in plots
     capture = []                        # evidence per run: any of "pcap", "keylog", "qlog" (docs/results.md)
+    faults = ["pause:2s@1s"]            # adverse conditions (lab/adverse/spec.py, docs/adverse.md); sweepable:
+    competing = "tcp-cubic"             #   [sweep] faults = ["none", "blackout:1s@2s"], competing = [...],
+    path = "rebind@2s"                  #   path = [...]
 
     [link]                              # fixed link parameters (see lab/link/spec.py for keys)
     rtt = "160ms"
@@ -34,6 +37,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from lab.adverse import spec as adverse
 from lab.endpoints import check_server, get_client
 from lab.endpoints.registry import registry
 from lab.errors import UsageError
@@ -48,7 +52,9 @@ OFF = "off"
 #: Run dimensions that are not link parameters: key -> validator of one value (raises UsageError naming it).
 #: A scenario sets one as a top-level default (e.g. `cc = "reno"`) or sweeps it (`[sweep] cc = [...]`); the plan
 #: hands each point's value to the runner in Point.settings. New dimensions register here (cc, workload, ...).
-DIMENSIONS: dict[str, Callable[[str], object]] = {"size": parse_size}
+DIMENSIONS: dict[str, Callable[[str], object]] = {
+    "size": parse_size, "faults": adverse.parse_faults, "competing": adverse.parse_competing,
+    "path": adverse.parse_path}
 SWEEP_KEYS = (*LINK_KEYS, *DIMENSIONS)
 
 
@@ -70,6 +76,14 @@ class Scenario(BaseModel):
     capture: list[str] = []
     link: dict[str, Any] = {}
     sweep: dict[str, list[Any]] = {}
+    faults: str = ""
+    competing: str = ""
+    path: str = ""
+
+    @field_validator("faults", "competing", "path", mode="before")
+    @classmethod
+    def _one_string(cls, v: Any) -> str:
+        return adverse.joined(v)
 
     @field_validator("protocols", "clients", "servers", "sizes")
     @classmethod
@@ -119,6 +133,11 @@ def validate(data: dict[str, Any], where: str) -> Scenario:
     link = dict(s.link)
     down, up = link.pop("down", {}), link.pop("up", {})
     _check_directional(down, up, where)
+    for key in ("faults", "competing", "path"):
+        try:
+            DIMENSIONS[key](getattr(s, key))
+        except UsageError as e:
+            raise UsageError(f"{where}: {key}: {e}") from None
     for key, values in s.sweep.items():
         if key not in SWEEP_KEYS:
             raise UsageError(f"{where}: unknown sweep key {key!r}: allowed are {', '.join(SWEEP_KEYS)}")
@@ -138,6 +157,9 @@ def validate(data: dict[str, Any], where: str) -> Scenario:
             parse_link({**link, **setting}, down, up)
         except UsageError as e:
             raise UsageError(f"{where}: {e}") from None
+    from lab.adverse.check import check_scenario  # (lazy: it plans the points, and the planner imports this module)
+
+    check_scenario(s, where)
     return s
 
 

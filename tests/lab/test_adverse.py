@@ -1,0 +1,238 @@
+"""Issue 'adverse conditions': faults mid-transfer, competing traffic, path changes, on real traffic through the
+real router. Each test holds the lab's lock (it pauses, kills or blacks out parts of the shared lab), waiting
+for it while another quiclab command measures."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lab import config, docker, lock
+from lab.adverse import rules
+from lab.adverse.faults import container_state
+from lab.evidence.pcap import read_pcap
+from lab.link import linkem, shaper
+from lab.link.model import Link
+from lab.results.schema import RunRecord
+from lab.sweep import runner
+from lab.sweep.plan import plan, timeout_for
+from lab.sweep.runner import Context
+from lab.sweep.scenario import validate
+
+from .conftest import quiclab_popen
+
+pytestmark = pytest.mark.lab
+
+LOCK_WAIT_S = 1800.0
+
+
+@pytest.fixture
+def lab_held(lab_up: None) -> Iterator[None]:
+    """The lab's lock for the test (waiting, polling, while someone else measures); an unimpaired link after."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            with lock.holding("pytest tests/lab/test_adverse.py"):
+                shaper.apply(Link())
+                try:
+                    yield
+                finally:
+                    shaper.apply(Link())
+            return
+        except lock.LabBusy:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(10)
+
+
+def run_scenario(tmp_path: Path, doc: dict, capture: tuple[str, ...] = ()) -> list[RunRecord]:
+    """Every planned run of the scenario through the sweep runner's own execute(), in plan order."""
+    s = validate({"repeats": 1, **doc}, "test")
+    ctx = Context(sweep=s.name, shaper="linkem", cc={}, timeout_for=lambda r: timeout_for(s, r.point),
+                  capture=capture, folder=tmp_path)
+    return [runner.execute(r, ctx) for r in sorted(plan(s), key=lambda r: r.key)]
+
+
+def faults_of(rec: RunRecord) -> list[dict]:
+    return json.loads(rec.faults_actual) if rec.faults_actual else []
+
+
+def assert_server_sound(container: str = config.SERVER_CONTAINER) -> None:
+    status, paused, health = container_state(container)
+    assert (status, paused, health) == ("running", False, "healthy")
+
+
+def test_a_2s_server_pause_shows_in_the_transfer_time_and_the_fault_window(lab_held, tmp_path):
+    """10 MB at 50 Mbit/s (1.6 s), with and without `pause:2s@500ms` of nginx's container: QUIC (nginx's own,
+    userspace) stalls for the whole pause; TCP stalls once the kernel has sent what nginx had already written."""
+    runs = run_scenario(tmp_path, {"name": "pause", "protocols": ["h2", "h3"], "sizes": ["10MB"], "timeout": 60,
+                                   "link": {"rtt": "20ms", "rate": "50mbit"},
+                                   "sweep": {"faults": ["none", "pause:2s@500ms"]}})
+    by = {(r.point_label, r.protocol): r for r in runs}
+    for proto in ("h2", "h3"):
+        base, paused = by[("faults=none", proto)], by[("faults=pause:2s@500ms", proto)]
+        assert base.status == paused.status == "ok", (base.failure, paused.failure)
+        assert not base.faults_actual
+        [f] = faults_of(paused)
+        assert f["state"] == "done" and f["kind"] == "pause"
+        assert 0.5 <= f["start_s"] <= 0.5 + f["apply_s"] + 0.05, f
+        assert 2.0 <= f["end_s"] - f["start_s"] <= 2.4, f
+        assert f["start_utc"] and f["end_utc"]
+        delta = paused.total_s - base.total_s
+        low = 1.6 if proto == "h3" else 0.8
+        assert low <= delta <= 4.0, f"{proto}: {base.total_s:.2f} s -> {paused.total_s:.2f} s with the pause"
+    assert_server_sound()
+
+
+def _probe(seconds: float) -> subprocess.Popen[str]:
+    """iperf3 UDP both ways (client <-> nginx's address) at 2500 packets/s each: a clock for the blackout."""
+    docker.client().container.execute(config.SERVER_CONTAINER, ["iperf3", "-s", "-1", "-p", "5399"], detach=True)
+    time.sleep(0.3)
+    return subprocess.Popen(["docker", "exec", config.CLIENT_CONTAINER, "iperf3", "-c", config.SERVER_IP, "-p", "5399",
+                             "-u", "--bidir", "-b", "2M", "-l", "100", "-t", f"{seconds:g}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _outage_drops() -> dict[str, int]:
+    out: dict[str, int] = {}
+    for line in linkem.metrics_text().splitlines():
+        if line.startswith("quiclab_link_drops_total{") and 'cause="outage"' in line:
+            direction = line.split('direction="')[1].split('"')[0]
+            out[direction] = out.get(direction, 0) + int(float(line.split()[-1]))
+    return out
+
+
+def _window(arrivals: list[tuple[float, bytes]], delivered: set[bytes]) -> tuple[float, float, float, float, int]:
+    """(first dropped, last dropped, last delivered before, first delivered after, dropped count) of the probe's
+    arrivals at the router (capture times), matching delivered packets by their payload."""
+    dropped = [(t, k) for t, k in arrivals if k not in delivered]
+    assert dropped, "no probe packet was dropped"
+    a, b = dropped[0][0], dropped[-1][0]
+    before = max(t for t, k in arrivals if k in delivered and t < a)
+    after = min(t for t, k in arrivals if k in delivered and t > b)
+    inside = [k for t, k in arrivals if a <= t <= b]
+    assert all(k not in delivered for k in inside), "a packet got through during the blackout"
+    return a, b, before, after, len(dropped)
+
+
+def test_a_1s_blackout_drops_every_packet_both_ways_for_1s(lab_held, tmp_path):
+    """`blackout:1s@1s` during an HTTP/2 download, with a 2500 packet/s UDP probe in each direction: in the router's
+    captures every packet that arrived in one 1.000 s window was dropped and none outside it (1 s ± 10 ms, bounded
+    by the probe's spacing), in both directions, and the emulator's outage counters count exactly those packets."""
+    drops0 = _outage_drops()
+    probe = _probe(6)
+    try:
+        [rec] = run_scenario(tmp_path, {"name": "blackout", "protocols": ["h2"], "sizes": ["10MB"], "timeout": 60,
+                                        "link": {"rtt": "20ms", "rate": "20mbit"}, "faults": "blackout:1s@1s"},
+                             capture=("pcap",))
+    finally:
+        probe.communicate(timeout=30)
+    drops = {k: v - drops0.get(k, 0) for k, v in _outage_drops().items()}
+    assert rec.status == "ok", rec.failure
+    [f] = faults_of(rec)
+    assert f["state"] == "done" and f["end_s"] - f["start_s"] == pytest.approx(1.0, abs=1e-6), f
+    ev = tmp_path / "evidence" / rec.run_key.replace("/", "_")
+    client_side = read_pcap((ev / "client-side.pcap").read_bytes())
+    server_side = read_pcap((ev / "server-side.pcap").read_bytes())
+    sides = {"uplink": (client_side, server_side, config.CLIENT_IP), "downlink": (server_side, client_side,
+                                                                                   config.SERVER_IP)}
+    for direction, (arrive, deliver, src) in sides.items():
+        probe_in = [(p.time, p.payload[:16]) for p in arrive if p.src == src and p.proto == 17 and p.payload_len == 100]
+        probe_out = {p.payload[:16] for p in deliver if p.src == src and p.proto == 17 and p.payload_len == 100}
+        a, b, before, after, n = _window(probe_in, probe_out)
+        assert b - a >= 0.990 and after - before <= 1.010, (direction, b - a, after - before)
+        # every packet (probe and transfer) that arrived in the window is one the emulator counted as an outage drop
+        everything_in = [p for p in arrive if p.src == src and a <= p.time <= b]
+        assert drops[direction] == len(everything_in), (direction, drops[direction], len(everything_in), n)
+        # the recorded window (host clock) and the captured one (the router's kernel clock: the same clock) agree
+        assert -f["apply_s"] - 0.02 <= a - _unix(f["start_utc"]) <= 0.02, (direction, a - _unix(f["start_utc"]))
+
+
+def _unix(iso: str) -> float:
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(iso).timestamp()
+
+
+@pytest.fixture
+def lab_free(lab_up: None) -> Iterator[None]:
+    """Wait until no quiclab command holds the lab (for a test whose quiclab command takes the lock itself)."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            with lock.holding("pytest tests/lab/test_adverse.py (waiting)"):
+                shaper.apply(Link())
+            break
+        except lock.LabBusy:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(10)
+    yield
+    shaper.apply(Link())
+
+
+def test_ctrl_c_in_the_middle_of_faults_leaves_nothing_behind(lab_free, tmp_path):
+    """Ctrl-C while nginx's container is paused, the link blacked out, a path rewrite rule and a background flow in
+    place: the sweep stops (exit 130) and nothing stays paused, blacked out, added or running."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('name = "ctrl-c"\nprotocols = ["h2"]\nsizes = ["10MB"]\nrepeats = 1\ntimeout = 60\n'
+                        'faults = ["pause:4s@1s", "blackout:3s@1.5s"]\npath = "rebind@1s"\ncompeting = "udp=2mbit"\n'
+                        '[link]\nrtt = "20ms"\nrate = "20mbit"\n')
+    proc = quiclab_popen("sweep", "--scenario", str(scenario), "--out", str(tmp_path / "out"))
+    try:
+        deadline = time.monotonic() + 120
+        while not container_state(config.SERVER_CONTAINER)[1]:
+            assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+        time.sleep(0.8)  # inside the pause, the blackout and the rewrite, with the background flow running
+        assert rules.leftovers() == ["qla_path"]
+        assert linkem.current().downlink.outage is not None
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert_server_sound()
+    assert rules.leftovers() == []
+    assert linkem.current() == Link()
+    for container in (config.CLIENT_CONTAINER, config.SERVER_CONTAINER, config.ROUTER_CONTAINER):
+        left = docker.exec_in(container, ["sh", "-c", "pgrep -af 'qla-' || true"])
+        assert not left.strip(), (container, left)
+
+
+def test_the_nft_blackout_netem_uses_is_as_precise(lab_held, tmp_path):
+    """Where netem shapes, a blackout is an nft drop rule added and deleted by one script in the router. The
+    forward hook sees every lab packet on either path, so it is measured here too: 1 s ± 10 ms both ways."""
+    from lab.adverse.faults import NftBlackout
+    from lab.adverse.spec import parse_fault
+    from lab.evidence.capture import collecting
+
+    shaper.apply(Link(), "linkem")
+    action = NftBlackout(parse_fault("blackout:1s@0"))
+    with collecting(("pcap",), tmp_path, tmp_path / "ev", "curl", config.CLIENT_CONTAINER) as ev:
+        probe = _probe(3)
+        try:
+            time.sleep(1.0)
+            action.apply()
+            time.sleep(1.2)
+            action.undo()
+        finally:
+            probe.communicate(timeout=30)
+    assert action.verify() is None and rules.leftovers() == []
+    assert len(action.times) == 2 and action.times[1] - action.times[0] == pytest.approx(1.0, abs=0.01)
+    client_side = read_pcap((ev.folder / "client-side.pcap").read_bytes())
+    server_side = read_pcap((ev.folder / "server-side.pcap").read_bytes())
+    for arrive, deliver, src in ((client_side, server_side, config.CLIENT_IP),
+                                 (server_side, client_side, config.SERVER_IP)):
+        probe_in = [(p.time, p.payload[:16]) for p in arrive if p.src == src and p.proto == 17 and p.payload_len == 100]
+        probe_out = {p.payload[:16] for p in deliver if p.src == src and p.proto == 17 and p.payload_len == 100}
+        a, b, before, after, _ = _window(probe_in, probe_out)
+        assert b - a >= 0.990 and after - before <= 1.010, (src, b - a, after - before)
