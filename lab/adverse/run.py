@@ -65,6 +65,11 @@ class Scheduler:
             self._thread = threading.Thread(target=self._run, name="quiclab-adverse", daemon=True)
             self._thread.start()
 
+    def sleep_until(self, t: float) -> bool:
+        """Wait (in the scheduler's thread) until zero + t; False if the schedule was stopped meanwhile."""
+        wait = self.zero + t - time.monotonic()
+        return not (wait > 0 and self._stop.wait(wait)) and not self._stop.is_set()
+
     def offset(self, mono: float | None = None) -> float:
         return (time.monotonic() if mono is None else mono) - self.zero
 
@@ -94,14 +99,16 @@ class FaultRun:
     state: str = "pending"   # pending -> applying -> active -> done | failed
     start_s: float | None = None
     end_s: float | None = None
-    apply_s: float | None = None   # how long the applying call took (the fault began within it)
+    apply_s: float | None = None   # how long the applying call took (the fault began within it, before start_s)
+    undo_s: float | None = None    # how long the undoing call took (the fault ended within it, before end_s)
     restored_s: float | None = None  # self-ending faults: when the run's state was put back
     note: str = ""
 
     def record(self, zero_unix: float) -> dict[str, Any]:
         doc: dict[str, Any] = {"fault": self.fault.text, "kind": self.fault.kind, "at_s": self.fault.start_s,
                                "duration_s": self.fault.duration_s, "state": self.state,
-                               "start_s": _r(self.start_s), "end_s": _r(self.end_s), "apply_s": _r(self.apply_s)}
+                               "start_s": _r(self.start_s), "end_s": _r(self.end_s), "apply_s": _r(self.apply_s),
+                               "undo_s": _r(self.undo_s)}
         if self.start_s is not None:
             doc["start_utc"] = _utc(zero_unix + self.start_s)
         if self.end_s is not None:
@@ -149,11 +156,22 @@ class Conditions:
                 fr.start_s = fr.action.times[0] - self.scheduler.zero_unix
         return go
 
+    def _end(self, fr: FaultRun) -> None:
+        """A fault's scheduled end: it lasts its whole duration from when it was in force (start_s), even when
+        applying it took a while; one that ends by itself is tidied up just after it did."""
+        if fr.start_s is None:
+            return
+        due = fr.start_s + fr.fault.duration_s + (RESTORE_AFTER_BLACKOUT_S if fr.action.self_ending else 0.0)
+        if self.scheduler.sleep_until(due):
+            self._undo(fr)
+
     def _undo(self, fr: FaultRun, why: str = "") -> None:
         if fr.state not in ("active", "applying", "failed"):
             return
+        t0 = time.monotonic()
         fr.action.undo()
         now = self.scheduler.offset()
+        fr.undo_s = self.scheduler.offset() - self.scheduler.offset(t0)
         natural = fr.start_s + fr.fault.duration_s if fr.action.self_ending and fr.start_s is not None else None
         if isinstance(fr.action, NftBlackout) and len(fr.action.times) > 1:  # the router's clock
             natural = fr.action.times[1] - self.scheduler.zero_unix
@@ -175,8 +193,7 @@ class Conditions:
         for fr in self.fault_runs:
             f = fr.fault
             self.scheduler.at(f.start_s, f"fault {f.text}", self._apply(fr))
-            end = f.end_s + (RESTORE_AFTER_BLACKOUT_S if fr.action.self_ending else 0.0)
-            self.scheduler.at(end, f"undo {f.text}", lambda fr=fr: self._undo(fr))
+            self.scheduler.at(f.end_s, f"undo {f.text}", lambda fr=fr: self._end(fr))
         if self.flows is not None:
             for i, r in enumerate(self.flows.running):
                 self.scheduler.at(r.flow.start_s, f"flow {r.name}",
