@@ -55,8 +55,8 @@ def clear_all() -> None:
 def blackout_script(table: str) -> list[str]:
     """nft commands that drop every forwarded lab packet, both directions (before the router's own accept)."""
     return [f"add table inet {table}",
-            f"add chain inet {table} fwd {{ type filter hook forward priority -10 ; policy accept ; }}",
-            f"add rule inet {table} fwd ip saddr {LAB_NETS} ip daddr {LAB_NETS} drop"]
+            f"add chain inet {table} qla_forward {{ type filter hook forward priority -10 ; policy accept ; }}",
+            f"add rule inet {table} qla_forward ip saddr {LAB_NETS} ip daddr {LAB_NETS} drop"]
 
 
 def rewrite_script(table: str, kind: str, proto: str, server_ip: str, server_port: int) -> list[str]:
@@ -65,17 +65,17 @@ def rewrite_script(table: str, kind: str, proto: str, server_ip: str, server_por
     ifs = router.interfaces()
     client = config.CLIENT_IP
     head = [f"add table inet {table}",
-            f"add chain inet {table} pre {{ type filter hook prerouting priority -300 ; policy accept ; }}"]
+            f"add chain inet {table} qla_prerouting {{ type filter hook prerouting priority -300 ; policy accept ; }}"]
     up = f"iifname \"{ifs.client_side}\" ip saddr {client} ip daddr {server_ip} {proto} dport {server_port}"
     if kind == "rebind":
         down = f"iifname \"{ifs.server_side}\" ip saddr {server_ip} ip daddr {client} {proto} sport {server_port}"
-        return [*head, f"add rule inet {table} pre {up} {proto} sport set {proto} sport xor {PORT_XOR:#x}",
-                f"add rule inet {table} pre {down} {proto} dport set {proto} dport xor {PORT_XOR:#x}"]
+        return [*head, f"add rule inet {table} qla_prerouting {up} {proto} sport set {proto} sport xor {PORT_XOR:#x}",
+                f"add rule inet {table} qla_prerouting {down} {proto} dport set {proto} dport xor {PORT_XOR:#x}"]
     if kind == "readdr":
         down = (f"iifname \"{ifs.server_side}\" ip saddr {server_ip} ip daddr {NEW_CLIENT_IP} "
                 f"{proto} sport {server_port}")
-        return [*head, f"add rule inet {table} pre {up} ip saddr set {NEW_CLIENT_IP}",
-                f"add rule inet {table} pre {down} ip daddr set {client}"]
+        return [*head, f"add rule inet {table} qla_prerouting {up} ip saddr set {NEW_CLIENT_IP}",
+                f"add rule inet {table} qla_prerouting {down} ip daddr set {client}"]
     raise ValueError(kind)
 
 
