@@ -8,8 +8,8 @@
   back when Docker calls it healthy.
 - blackout: with linkem, the run's link with an outage window of DURATION starting when the emulator applies it
   (the emulator times it to the nanosecond: exactly DURATION in both directions); the run's link is put back
-  just after. With netem, an nft drop rule in the router, added and deleted by one script inside the router
-  (`sleep` times it; the docker exec latency only moves its start).
+  just after. With netem, an nft drop rule in the router matching a set whose elements expire after DURATION:
+  the kernel ends it (to its tick), the docker exec latency only moves its start; the table is deleted after.
 - rate, delay: the run's link with that rate/delay, then the run's link again (linkem: one PUT each; netem: the
   qdiscs re-applied, which drops what they held, docs/link.md).
 
@@ -20,7 +20,6 @@ there) and verified: the container running, not paused, healthy; the emulator's 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import time
@@ -223,41 +222,24 @@ class NetemFault(Action):
 
 
 class NftBlackout(Action):
-    """blackout where netem shapes (or wherever asked): an nft drop rule for DURATION, timed inside the router."""
+    """blackout where netem shapes (or wherever asked): an nft drop rule matching a set whose elements expire after
+    DURATION (the kernel times the end, to its tick: 4 ms at HZ=250; no process has to wake up on time)."""
 
     self_ending = True
 
     def __init__(self, fault: Fault) -> None:
         super().__init__(fault)
-        self.proc: subprocess.Popen[str] | None = None
-        self.times: list[float] = []  # the router's clock: rule added, rule deleted (unix time)
+        self.times: list[float] = []  # the router's clock (unix time) before and after the add
 
     def apply(self) -> None:
-        add = " ; ".join(rules.blackout_script(_BLACKOUT_TABLE))
-        script = (f"nft '{add}' && date +%s.%N && sleep {self.fault.duration_s:.6f} && "
-                  f"nft 'delete table inet {_BLACKOUT_TABLE}' && date +%s.%N")
-        self.proc = subprocess.Popen(["docker", "exec", config.ROUTER_CONTAINER, "sh", "-c", script],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().strip()
-        if not line:
-            _, err = self.proc.communicate(timeout=10)
-            raise FaultFailed(f"the blackout rule could not be added in the router: {err.strip()[:200]}")
-        self.times.append(float(line))
+        add = " ; ".join(rules.blackout_script(_BLACKOUT_TABLE, self.fault.duration_s))
+        try:
+            out = router.run("bash", "-c", 'a=$EPOCHREALTIME; nft "$1" || exit 1; echo "$a $EPOCHREALTIME"', "qla", add)
+        except EnvironmentProblem as e:
+            raise FaultFailed(f"the blackout rule could not be added in the router: {e}") from None
+        self.times = [float(x) for x in out.split()]
 
     def undo(self) -> None:
-        if self.proc is not None:
-            try:
-                out, _ = self.proc.communicate(timeout=max(1.0, self.fault.duration_s + 5))
-                self.times += [float(x) for x in out.split()]
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            if self.proc.poll() is None:
-                self.proc.kill()
-        with contextlib.suppress(EnvironmentProblem):  # the script in the router, if it still sleeps
-            router.try_run("pkill", "-f", f"delete table inet {_BLACKOUT_TABLE}")
         rules.delete(_BLACKOUT_TABLE)
 
     def verify(self) -> str | None:

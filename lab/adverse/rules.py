@@ -52,11 +52,15 @@ def clear_all() -> None:
             delete(name)
 
 
-def blackout_script(table: str) -> list[str]:
-    """nft commands that drop every forwarded lab packet, both directions (before the router's own accept)."""
+def blackout_script(table: str, duration_s: float) -> list[str]:
+    """nft commands that drop every forwarded lab packet, both directions, for `duration_s` from their commit (before
+    the router's own accept): the rule matches a set of IP protocols whose elements expire then (kernel-timed)."""
+    ms = max(1, round(duration_s * 1000))
     return [f"add table inet {table}",
+            f"add set inet {table} on {{ type inet_proto ; flags timeout ; }}",
             f"add chain inet {table} qla_forward {{ type filter hook forward priority -10 ; policy accept ; }}",
-            f"add rule inet {table} qla_forward ip saddr {LAB_NETS} ip daddr {LAB_NETS} drop"]
+            f"add rule inet {table} qla_forward meta l4proto @on ip saddr {LAB_NETS} ip daddr {LAB_NETS} drop",
+            f"add element inet {table} on {{ tcp timeout {ms}ms, udp timeout {ms}ms, icmp timeout {ms}ms }}"]
 
 
 def rewrite_script(table: str, kind: str, proto: str, server_ip: str, server_port: int) -> list[str]:

@@ -152,8 +152,9 @@ class Conditions:
             fr.action.apply()
             t1 = time.monotonic()
             fr.state, fr.start_s, fr.apply_s = "active", self.scheduler.offset(t1), t1 - t0
-            if isinstance(fr.action, NftBlackout) and fr.action.times:  # the router's own clock
+            if isinstance(fr.action, NftBlackout) and fr.action.times:  # the router's clock, before the add
                 fr.start_s = fr.action.times[0] - self.scheduler.zero_unix
+                fr.apply_s = fr.action.times[-1] - fr.action.times[0]
         return go
 
     def _end(self, fr: FaultRun) -> None:
@@ -173,8 +174,6 @@ class Conditions:
         now = self.scheduler.offset()
         fr.undo_s = self.scheduler.offset() - self.scheduler.offset(t0)
         natural = fr.start_s + fr.fault.duration_s if fr.action.self_ending and fr.start_s is not None else None
-        if isinstance(fr.action, NftBlackout) and len(fr.action.times) > 1:  # the router's clock
-            natural = fr.action.times[1] - self.scheduler.zero_unix
         if natural is not None and now >= natural:  # it had ended by itself; this only put the run's state back
             fr.end_s, fr.restored_s = natural, now
         else:
