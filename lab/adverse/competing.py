@@ -78,6 +78,7 @@ class Competition:
     capture: subprocess.Popen[str] | None = None
     capture_path: str = ""
     problems: list[str] = field(default_factory=list)
+    lab_problem: bool = False  # the lab, not the flows, failed: the run is not a result
 
     def _name(self, what: str) -> str:
         return f"qla-{self.tag}-{what}"
@@ -186,7 +187,12 @@ class Competition:
             r.cc_seen = ",".join(sorted(cc_of_port(out, r.key[1]))) or None
 
     def stop(self) -> None:
-        """Every background process, the probe and the capture stopped (also after Ctrl-C); idempotent."""
+        """Every background process, the probe and the capture stopped (also after Ctrl-C); idempotent. A capture that
+        had already ended (something else stopped tcpdump in the router) makes the measurement unsound: a problem."""
+        if self.capture is not None and self.capture.poll() is not None:
+            self.problems.append("the capture of the competing flows ended before the transfer did (another process "
+                                 "stopped tcpdump in the router?): the per-flow figures would be wrong")
+            self.lab_problem = True
         with contextlib.suppress(DockerException, EnvironmentProblem):
             _exec(config.CLIENT_CONTAINER, ["pkill", "-f", f"qla-{self.tag}-flow"], timeout_s=10)
         with contextlib.suppress(DockerException, EnvironmentProblem):

@@ -35,10 +35,16 @@ class FlowSeries:
         return sum(s for t, s in zip(self.times, self.sizes, strict=True) if a <= t <= b)
 
 
+#: A flow's first and last data packet are those of its connections that carry at least this share of its bytes
+#: (iperf3's control connection, a few hundred bytes on the same server port, does not start the flow).
+MAJOR_CONNECTION = 0.01
+
+
 def split_flows(packets: Iterable[Packet], names: dict[tuple[str, int], str],
                 zero_unix: float) -> dict[str, FlowSeries]:
     """Group data packets (payload > 0) by (source address, source port) into the named flows; others are ignored."""
     out = {name: FlowSeries(name) for name in dict.fromkeys(names.values())}
+    conns: dict[tuple[str, tuple[str, int, str, int]], list[float]] = {}  # (flow, 4-tuple) -> [bytes, first, last]
     for p in packets:
         name = names.get((p.src, p.sport))
         if name is None or p.payload_len <= 0:
@@ -48,8 +54,14 @@ def split_flows(packets: Iterable[Packet], names: dict[tuple[str, int], str],
         f.times.append(t)
         f.sizes.append(p.payload_len)
         f.bytes += p.payload_len
-        f.first_s = t if f.first_s is None else min(f.first_s, t)
-        f.last_s = t if f.last_s is None else max(f.last_s, t)
+        c = conns.setdefault((name, (p.src, p.sport, p.dst, p.dport)), [0.0, t, t])
+        c[0] += p.payload_len
+        c[1], c[2] = min(c[1], t), max(c[2], t)
+    for (name, _), (nbytes, first, last) in conns.items():
+        f = out[name]
+        if nbytes >= MAJOR_CONNECTION * f.bytes:
+            f.first_s = first if f.first_s is None else min(f.first_s, first)
+            f.last_s = last if f.last_s is None else max(f.last_s, last)
     return out
 
 

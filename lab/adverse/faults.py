@@ -174,7 +174,7 @@ def faulty_link(fault: Fault, link: Link) -> Link:
                                    "uplink": link.uplink.model_copy(update=update)})
 
 
-def _same_link(a: Link, b: Link) -> bool:
+def same_link(a: Link, b: Link) -> bool:
     return json.dumps(linkem.to_json(a), sort_keys=True) == json.dumps(linkem.to_json(b), sort_keys=True)
 
 
@@ -194,7 +194,7 @@ class LinkemFault(Action):
 
     def verify(self) -> str | None:
         now = linkem.current()
-        if not _same_link(now, self.link):
+        if not same_link(now, self.link):
             return f"linkem's link is not the run's after {self.fault.text}: {json.dumps(linkem.to_json(now))[:200]}"
         return None
 

@@ -29,10 +29,19 @@ from lab import objects, terminal
 from lab.adverse import path as pathmod
 from lab.adverse import rules
 from lab.adverse.competing import Competition
-from lab.adverse.faults import RESTORE_AFTER_BLACKOUT_S, Action, FaultFailed, NftBlackout, action_for
+from lab.adverse.faults import (
+    RESTORE_AFTER_BLACKOUT_S,
+    Action,
+    FaultFailed,
+    LinkemFault,
+    NftBlackout,
+    action_for,
+    same_link,
+)
 from lab.adverse.spec import Fault, PathChange, parse_competing, parse_faults, parse_path
 from lab.endpoints.registry import registry
 from lab.errors import QuiclabError
+from lab.link import linkem
 from lab.link.model import Link
 from lab.protocols import Protocol
 
@@ -132,6 +141,8 @@ class Conditions:
     flows: Competition | None = None
     path: PathChange | None = None
     path_target: tuple[str, str, int] = ("udp", "", 443)  # proto, server address, port of the measured flow
+    backend: str = "linkem"
+    link: Link | None = None
     client_env: dict[str, str] = field(default_factory=dict)
     scheduler: Scheduler = field(default_factory=Scheduler)
     fault_runs: list[FaultRun] = field(default_factory=list)
@@ -224,9 +235,21 @@ class Conditions:
             if not interrupted:
                 self.flows.read_cc()
             self.flows.stop()
+            if self.flows.lab_problem:
+                self.problems += self.flows.problems
         self._verify()
 
     def _verify(self) -> None:
+        if self.backend == "linkem" and self.link is not None and not any(
+                isinstance(fr.action, LinkemFault) for fr in self.fault_runs):  # (those verify it themselves)
+            try:
+                now = linkem.current()
+            except QuiclabError as e:
+                self.problems.append(f"linkem does not answer: {e}")
+            else:
+                if not same_link(now, self.link):
+                    self.problems.append("the link changed during the run (another command set it): the run's "
+                                         "conditions did not hold")
         for fr in self.fault_runs:
             if fr.state == "pending" or fr.state == "not reached":
                 continue
@@ -276,7 +299,8 @@ def build(settings: dict[str, str], *, server: str, protocol: Protocol, backend:
     assert impl.address is not None and impl.service is not None
     target_port = port or impl.port or 443
     c = Conditions(faults=faults, path=change,
-                   path_target=("udp" if protocol is Protocol.H3 else "tcp", impl.address, target_port))
+                   path_target=("udp" if protocol is Protocol.H3 else "tcp", impl.address, target_port),
+                   backend=backend, link=link)
     c.fault_runs = [FaultRun(f, action_for(f, backend=backend, link=link, server_container=impl.container,
                                            server_service=impl.service, blackout_with=blackout_with))
                     for f in faults]

@@ -273,3 +273,32 @@ def test_the_nft_blackout_netem_uses_is_as_precise(lab_held, tmp_path):
         a, b, before, after, _ = _window(probe_in, probe_out)
         assert b - a >= 0.990 and after - before <= 1.010, (src, b - a, after - before)
         assert action.times[0] - 0.002 <= a <= action.times[1] + 0.002, (a, action.times)  # it began with the add
+
+
+def test_competing_flows_report_per_flow_shares_jain_and_the_probe(lab_held, tmp_path):
+    """An HTTP/2 download at 20 Mbit/s with a constant 5 Mbit/s UDP flow and a TCP cubic flow starting at 1 s: the
+    record has every flow's throughput and share in the interval they shared, Jain's index of those throughputs,
+    the congestion control the server's socket really used, and the probe's RTT."""
+    [rec] = run_scenario(tmp_path, {"name": "compete", "protocols": ["h2"], "sizes": ["10MB"], "timeout": 60,
+                                    "link": {"rtt": "20ms", "rate": "20mbit"},
+                                    "competing": "udp=5mbit,tcp-cubic@1s"})
+    assert rec.status == "ok", rec.failure
+    doc = json.loads(rec.competing)
+    flows = {f["name"]: f for f in doc["flows"]}
+    assert list(flows) == ["measured", "udp=5000000bps#1", "tcp-cubic#1"]
+    a, b = doc["shared_interval_s"]
+    assert 1.0 <= a < b <= rec.total_s + 0.5
+    udp, cubic = flows["udp=5000000bps#1"], flows["tcp-cubic#1"]
+    # at most its constant rate (less: the drop-tail queue the two TCP flows keep full drops its packets too)
+    assert 1.0 <= udp["mbit_shared"] <= 5.1, udp
+    assert "cubic" in cubic["cc"].split(",") and cubic["first_s"] >= 1.0, cubic
+    total = sum(f["mbit_shared"] for f in flows.values())
+    assert 14.0 <= total <= 20.0, total  # the bottleneck was shared, and nothing exceeds it
+    assert sum(f["share"] for f in flows.values()) == pytest.approx(1.0, abs=1e-3)
+    xs = [f["mbit_shared"] for f in flows.values()]
+    assert rec.jain_index == pytest.approx(sum(xs) ** 2 / (3 * sum(x * x for x in xs)), abs=2e-3)
+    assert all(f["intervals_mbit"] for f in flows.values())
+    assert rec.probe_rtt_ms_p50 is not None and rec.probe_rtt_ms_p95 is not None
+    assert 20.0 <= rec.probe_rtt_ms_p50 <= rec.probe_rtt_ms_p95, (rec.probe_rtt_ms_p50, rec.probe_rtt_ms_p95)
+    for container in (config.CLIENT_CONTAINER, config.SERVER_CONTAINER, config.ROUTER_CONTAINER):
+        assert not docker.exec_in(container, ["sh", "-c", "pgrep -af '[q]la-[0-9a-f]' || true"]).strip()

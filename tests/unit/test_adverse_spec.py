@@ -151,7 +151,10 @@ def test_fairness_shared_interval_and_jain():
         packets.append(pkt(100 + i * 0.1, "10.71.2.10", 443, 1000))
         packets.append(pkt(102 + i * 0.1, "10.71.2.10", 5301, 3000))
         packets.append(pkt(100 + i * 0.1, "10.71.2.99", 1, 5000))
+    packets.append(Packet(time=100.5, src="10.71.2.10", dst="10.71.1.10", proto=6, sport=5301, dport=40001,
+                          payload=b"", payload_len=100))  # iperf3's control connection: does not start the flow
     flows = fairness.split_flows(packets, names, zero_unix=100.0)
+    assert flows["bg"].first_s == pytest.approx(2.0)
     fair = fairness.fairness([flows["measured"], flows["bg"]])
     assert fair.interval == pytest.approx((2.0, 9.9))
     assert fair.share["bg"] == pytest.approx(0.75, abs=0.01)
