@@ -223,18 +223,21 @@ class Conditions:
                 continue
             try:
                 self._undo(fr, why if fr.state != "done" else "")
-            except QuiclabError as e:
+            except Exception as e:  # every other undo still runs; the run is the lab's failure
                 fr.state = "failed"
                 self.problems.append(f"undoing {fr.fault.text}: {e}")
         if self.path is not None and not self.path.client_side:
             try:
                 pathmod.undo_router()
-            except QuiclabError as e:
+            except Exception as e:
                 self.problems.append(f"removing the path change's rules: {e}")
         if self.flows is not None:
-            if not interrupted:
-                self.flows.read_cc()
-            self.flows.stop()
+            try:
+                if not interrupted:
+                    self.flows.read_cc()
+                self.flows.stop()
+            except Exception as e:
+                self.problems.append(f"stopping the competing flows: {e}")
             if self.flows.lab_problem:
                 self.problems += self.flows.problems
         self._verify()
