@@ -6,8 +6,10 @@ import contextlib
 import secrets
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from dotenv import set_key
 from python_on_whales import DockerClient
 from python_on_whales.exceptions import DockerException
 
@@ -39,8 +41,14 @@ class ContainerState:
         return self.state == "running" and self.health in ("healthy", "")
 
 
+def engine() -> DockerClient:
+    """The Docker engine, after every setting was checked: nothing touches the lab with a bad value in force."""
+    config.check_all()
+    return docker.require_engine()
+
+
 def states(names: tuple[str, ...] = LAB_CONTAINERS) -> list[ContainerState]:
-    d = docker.require_engine()
+    d = engine()
     found = {c.name: c for c in d.container.list(all=True, filters=[("label", PROJECT_LABEL)])}
     result = []
     for name in names:
@@ -83,7 +91,7 @@ def check_ports(grafana: bool = False) -> None:
 
 def grafana_wanted() -> bool:
     """Start Grafana if its image is here or can be pulled; otherwise say so in one line."""
-    if config.setting(config.ENV_GRAFANA, "").lower() in ("off", "0", "no"):
+    if not config.grafana_enabled():
         terminal.info(f"Grafana: off ({config.ENV_GRAFANA}); Prometheus: {config.prometheus_url()}")
         return False
     image = config.grafana_image()
@@ -99,16 +107,13 @@ def ensure_grafana_password() -> None:
     """A generated Grafana admin password in .env (git-ignored; compose reads it). Never admin/admin."""
     if config.setting(config.ENV_GRAFANA_ADMIN_PASSWORD, ""):
         return
-    lines = config.ENV_FILE.read_text().splitlines() if config.ENV_FILE.exists() else []
-    lines.append(f"{config.ENV_GRAFANA_ADMIN_PASSWORD}={secrets.token_urlsafe(24)}")
-    tmp = config.ENV_FILE.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.chmod(0o600)
-    tmp.replace(config.ENV_FILE)
+    set_key(config.ENV_FILE, config.ENV_GRAFANA_ADMIN_PASSWORD, secrets.token_urlsafe(24), quote_mode="never")
+    config.ENV_FILE.chmod(0o600)
 
 
 def build() -> None:
-    d = docker.require_engine()
+    d = engine()
+    terminal.info("building the lab's images (docker compose build; cached layers are reused)")
     try:
         d.compose.build(quiet=False)
     except DockerException as e:
@@ -116,10 +121,12 @@ def build() -> None:
 
 
 def up(*, build_images: bool = False) -> None:
-    docker.require_engine()
+    engine()
     grafana = grafana_wanted()
     d = docker.client((config.GRAFANA_PROFILE,) if grafana else ())
     check_ports(grafana)
+    terminal.info(("building images and " if build_images else "") + "starting the lab's containers "
+                  "(docker compose up)")
     try:
         # Not `--wait`: compose counts the one-shot route helpers' normal exit as a failure.
         d.compose.up(detach=True, build=build_images, quiet=False)
@@ -129,34 +136,50 @@ def up(*, build_images: bool = False) -> None:
             f"or `quiclab status`") from None
     hostnet.ensure_bridge_rules()
     wait_ready()
-    if grafana and not services.wait_up(services.GRAFANA, GRAFANA_START_TIMEOUT_S):
-        terminal.warning(f"Grafana did not answer at {config.grafana_url()} within {GRAFANA_START_TIMEOUT_S:.0f} s: "
-                         f"see `docker logs {config.GRAFANA_CONTAINER}`; everything else works")
+    if grafana:
+        with terminal.status(f"waiting for Grafana at {config.grafana_url()}"):
+            grafana_up = services.wait_up(services.GRAFANA, GRAFANA_START_TIMEOUT_S)
+        if not grafana_up:
+            terminal.warning(f"Grafana did not answer at {config.grafana_url()} within {GRAFANA_START_TIMEOUT_S:.0f} "
+                             f"s: see `docker logs {config.GRAFANA_CONTAINER}`; everything else works")
 
 
-def wait_ready(timeout_s: float = UP_TIMEOUT_S) -> None:
-    """Wait until every lab container is healthy and the route helpers exited 0."""
+def pending() -> list[str]:
+    """What the lab still waits for ("quiclab-router is starting", "client-route has not finished"); raises if a
+    one-shot helper failed."""
     d = docker.client()
-    deadline = time.monotonic() + timeout_s
-    while True:
-        pending = [f"{s.name} is {s.health or s.state}" for s in states() if not s.ready]
-        for service in ONE_SHOTS:
-            found = d.container.list(all=True, filters=[("name", f"{config.PROJECT}-{service}-1")])
-            if not found or found[0].state.status != "exited":
-                pending.append(f"{service} has not finished")
-            elif found[0].state.exit_code != 0:
-                raise EnvironmentProblem(f"{service} failed (exit {found[0].state.exit_code}): "
-                                         f"see `docker compose logs {service}`")
-        if not pending:
-            return
-        if time.monotonic() > deadline:
-            raise EnvironmentProblem(f"the lab did not become ready in {timeout_s:.0f} s "
-                                     f"({'; '.join(pending)}): see `docker compose logs`")
-        time.sleep(0.5)
+    waits = [f"{s.name} is {s.health or s.state}" for s in states() if not s.ready]
+    for service in ONE_SHOTS:
+        found = d.container.list(all=True, filters=[("name", f"{config.PROJECT}-{service}-1")])
+        if not found or found[0].state.status != "exited":
+            waits.append(f"{service} has not finished")
+        elif found[0].state.exit_code != 0:
+            raise EnvironmentProblem(f"{service} failed (exit {found[0].state.exit_code}): "
+                                     f"see `docker compose logs {service}`")
+    return waits
+
+
+def wait_ready(timeout_s: float = UP_TIMEOUT_S, poll: Callable[[], list[str]] = pending,
+               clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+               interval_s: float = 0.5) -> None:
+    """Wait until every lab container is healthy and the route helpers exited 0, showing what is still awaited
+    (a spinner on a terminal, a line every few seconds off one)."""
+    deadline = clock() + timeout_s
+    with terminal.waiting("waiting for the lab to become ready", clock=clock) as update:
+        while True:
+            waits = poll()
+            if not waits:
+                break
+            if clock() > deadline:
+                raise EnvironmentProblem(f"the lab did not become ready in {timeout_s:.0f} s "
+                                         f"({'; '.join(waits)}): see `docker compose logs`")
+            update("; ".join(waits))
+            sleep(interval_s)
+    terminal.info("every container is ready")
 
 
 def down() -> None:
-    docker.require_engine()
+    engine()
     d = docker.client((config.GRAFANA_PROFILE,))  # the optional Grafana goes too
     try:
         d.compose.down(volumes=True, remove_orphans=True, timeout=5)
@@ -184,7 +207,7 @@ def sweep_leftovers(d: DockerClient) -> None:
 
 def leftovers() -> list[str]:
     """Containers, networks and volumes of the lab that still exist (empty after a clean `down`)."""
-    d = docker.require_engine()
+    d = engine()
     left = [f"container {c.name}" for c in d.container.list(all=True, filters=[("label", PROJECT_LABEL)])]
     left += [f"network {n.name}" for n in d.network.list(filters=[("label", PROJECT_LABEL)])]
     left += [f"volume {v.name}" for v in d.volume.list(filters=[("label", PROJECT_LABEL)])]

@@ -17,8 +17,8 @@ _PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 _ALLOWED = "a byte count with an optional unit: B, kB, MB, GB (powers of 10) or KiB, MiB, GiB (powers of 2)"
 
 
-def parse_size(text: str) -> int:
-    """Parse a size such as '10MB' into bytes; raises UsageError naming the value otherwise."""
+def parse_size(text: str, minimum: int = 1) -> int:
+    """Parse a size such as '10MB' into bytes (at least `minimum`); raises UsageError naming the value otherwise."""
     m = _PATTERN.match(text)
     unit = m.group(2).lower() if m else ""
     if not m or unit not in _UNITS:
@@ -26,6 +26,8 @@ def parse_size(text: str) -> int:
     value = float(m.group(1)) * _UNITS[unit]
     if value != int(value):
         raise UsageError(f"invalid size {text!r}: it is not a whole number of bytes")
+    if value < minimum:
+        raise UsageError(f"invalid size {text!r}: at least {minimum} byte{'s' if minimum != 1 else ''} is allowed")
     if value > MAX_SIZE:
         raise UsageError(f"invalid size {text!r}: at most {format_size(MAX_SIZE)} is allowed")
     return int(value)

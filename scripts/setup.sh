@@ -5,6 +5,7 @@
 #   bash scripts/setup.sh            set up, bring the lab up and run the default job
 #   QUICLAB_SETUP_NO_JOB=1 ...       set up and bring the lab up, no job
 #   QUICLAB_SETUP_NO_UP=1 ...        set up and build, but do not start the lab
+#   QUICLAB_SETUP_NO_BUILD=1 ...     bring the lab up with the images present (e.g. `docker load`ed in CI), no build
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -213,6 +214,8 @@ ensure_python
 ensure_base_image
 if [ "${QUICLAB_SETUP_NO_UP:-0}" = 1 ]; then
   uv run --frozen quiclab build
+elif [ "${QUICLAB_SETUP_NO_BUILD:-0}" = 1 ]; then
+  uv run --frozen quiclab up
 else
   uv run --frozen quiclab up --build
 fi

@@ -17,6 +17,7 @@ fi
 
 step "ruff"
 uv run --frozen ruff check lab tests
+bash scripts/lint-workflows.sh  # actionlint (skipped, saying why, without Go) and zizmor on .github/workflows
 if [ -f linkem/Cargo.toml ]; then
   if command -v cargo >/dev/null; then
     step "linkem: cargo clippy + cargo test"

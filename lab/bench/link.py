@@ -14,6 +14,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from lab import config, docker
 from lab.bench import host
 from lab.link import linkem, router, shaper
@@ -51,9 +53,9 @@ def _tx(iface: str) -> tuple[int, int]:
     return b, p
 
 
-def _percentile(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
+def percentile(xs: list[float], q: float) -> float:
+    """The sample nearest to rank q*(n-1) (numpy's "nearest"): a value that was measured, never interpolated."""
+    return float(np.quantile(np.asarray(xs, dtype=float), q, method="nearest"))
 
 
 @dataclass
@@ -137,7 +139,7 @@ def delay_error(seconds: float, delay_ms: float = 20.0, load: str = "300M") -> d
     rtts = [float(x.split("time=")[1].split()[0]) for x in out.splitlines() if "time=" in x]
     errors = [r - 2 * delay_ms for r in rtts]
     return {"configured_rtt_ms": 2 * delay_ms, "load": f"UDP {load}bit/s downlink", "samples": len(errors),
-            "p50": _percentile(errors, 0.5), "p99": _percentile(errors, 0.99), "max": max(errors),
+            "p50": percentile(errors, 0.5), "p99": percentile(errors, 0.99), "max": max(errors),
             "mean": statistics.fmean(errors)}
 
 

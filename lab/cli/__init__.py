@@ -5,10 +5,11 @@ from __future__ import annotations
 import sys
 
 import typer
+from pydantic import ValidationError
 from typer.exceptions import TyperException
 
 from lab import terminal
-from lab.cli import bench, build, compare, dashboard, down, presets, report, run, shape, status, sweep, up
+from lab.cli import bench, build, compare, dashboard, down, merge, presets, report, run, shape, status, sweep, up
 from lab.config import ENV_GRAFANA, ENV_PROMETHEUS_PORT, ENV_PUSHGATEWAY_URL, ENV_TIMEOUT
 from lab.errors import QuiclabError
 
@@ -23,8 +24,18 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for module in (up, down, status, dashboard, run, shape, sweep, presets, report, compare, bench, build):
+for module in (up, down, status, dashboard, run, shape, sweep, merge, presets, report, compare, bench, build):
     module.register(app)
+
+
+def _typer_message(e: TyperException) -> str:
+    """typer's own one-line message, plus the value it could not convert (typer's pydantic coercion leaves it out:
+    "Invalid value for '--repeats': Input should be a valid integer ... (got 'abc')")."""
+    message = e.format_message()
+    cause = e.__cause__
+    if isinstance(cause, ValidationError) and cause.errors():
+        message += f" (got {cause.errors()[0].get('input')!r})"
+    return message
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -45,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     except TyperException as e:
         if not e.format_message().strip():  # no arguments: the help was printed
             sys.exit(0)
-        terminal.error(e.format_message().replace("\n", " "))
+        terminal.error(_typer_message(e))
         sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)

@@ -6,25 +6,34 @@ from typing import Annotated
 import typer
 
 from lab import config, lab, terminal
-from lab.bench import link as link_bench
 from lab.bench.host import MAX_STEAL_PCT, HostTiming
 from lab.errors import UsageError
+from lab.sizes import parse_size
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def bench(
-        what: Annotated[str, typer.Argument(help="What to benchmark: link.")] = "link",
+        what: Annotated[str, typer.Argument(help="What to benchmark: link (the emulator) or overhead (the lab's "
+                                                 "per-run cost around small transfers).")] = "link",
         seconds: Annotated[float, typer.Option(help="Duration of each measurement.")] = 5.0,
-        rounds: Annotated[int, typer.Option(help="Kernel-vs-linkem forwarding pairs (alternating order).")] = 3,
+        rounds: Annotated[int, typer.Option(help="Kernel-vs-linkem forwarding pairs (alternating order); for "
+                                                 "overhead: agent-vs-exec sweep pairs.")] = 3,
+        size: Annotated[str, typer.Option(help="overhead: object size.")] = "10kB",
+        repeats: Annotated[int, typer.Option(help="overhead: repeats per protocol in each sweep.")] = 10,
     ) -> None:
-        """Benchmark the link emulator (results/bench/; see docs/benchmarks.md)."""
+        """Benchmark the link emulator or the per-run overhead (results/bench/; see docs/benchmarks.md)."""
+        if what == "overhead":
+            _overhead(size, rounds, repeats)
+            return
         if what != "link":
-            raise UsageError(f"unknown benchmark {what!r}: allowed is link")
+            raise UsageError(f"unknown benchmark {what!r}: allowed are link, overhead")
         if not 1 <= seconds <= 120:
             raise UsageError(f"invalid --seconds {seconds:g}: allowed is 1..120")
         if not 1 <= rounds <= 20:
             raise UsageError(f"invalid --rounds {rounds}: allowed is 1..20")
+        from lab.bench import link as link_bench  # numpy: only when the benchmark runs
+
         lab.require_up()
         with terminal.status("benchmarking the link (kernel vs linkem, rate accuracy, delay under load)"):
             r = link_bench.run(seconds, rounds)
@@ -55,3 +64,28 @@ def register(app: typer.Typer) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(r.to_json())
         terminal.success(f"written {out.relative_to(config.ROOT)}")
+
+
+def _overhead(size: str, rounds: int, repeats: int) -> None:
+    from lab.bench import overhead
+
+    parse_size(size)
+    if not 1 <= rounds <= 10:
+        raise UsageError(f"invalid --rounds {rounds}: allowed is 1..10")
+    if not 1 <= repeats <= 100:
+        raise UsageError(f"invalid --repeats {repeats}: allowed is 1..100")
+    lab.require_up()
+    with terminal.status(f"per-run overhead: {2 * rounds} sweeps of {size} objects, agent and docker exec in turn"):
+        rows = overhead.run(size, repeats, rounds)
+    terminal.table(f"per-run overhead, {size} objects, 20 ms RTT, 100 Mbit/s, h1/h2/h3 x {repeats}",
+                   ["path", "runs ok", "overhead median ms", "p90 ms", "transfers s", "runs span s",
+                    "span / transfers", "command s", "CPU steal %"],
+                   [[r.mode, f"{r.ok}/{r.runs}", f"{r.overhead_median_ms:.1f}", f"{r.overhead_p90_ms:.1f}",
+                     f"{r.transfers_s:.2f}", f"{r.span_s:.2f}", f"{r.span_over_transfers:.2f}",
+                     f"{r.command_s:.1f}", f"{r.steal_pct:.0f}"] for r in rows],
+                   right=["overhead median ms", "p90 ms", "transfers s", "runs span s", "span / transfers",
+                          "command s", "CPU steal %"])
+    out = config.ROOT / "results" / "bench" / f"overhead-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(overhead.to_json(rows))
+    terminal.success(f"written {out.relative_to(config.ROOT)}")

@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
         """Print the Grafana dashboards' URLs (or, without Grafana, Prometheus' URL)."""
         if services.is_up(services.GRAFANA):
             for uid in DASHBOARDS:
-                terminal.out.print(f"{config.grafana_url()}d/{uid}")
+                terminal.line(f"{config.grafana_url()}d/{uid}")
             return
-        terminal.out.print(f"Grafana is not available here (image {config.grafana_image()} not started); "
+        terminal.line(f"Grafana is not available here (image {config.grafana_image()} not started); "
                            f"Prometheus: {config.prometheus_url()}")

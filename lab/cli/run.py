@@ -1,12 +1,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 from typing import Annotated
 
 import typer
+from rich.text import Text
 
-from lab import config, lab, terminal
+from lab import config, lab, lock, terminal
 from lab.endpoints import check_server, get_client
 from lab.endpoints.registry import registry
 from lab.errors import UsageError, VerificationError
@@ -26,12 +26,17 @@ def _mbps(v: float | None) -> str:
     return f"{v / 1e6:.2f}" if v is not None else "-"
 
 
-def _row(r: TransferResult) -> list[str]:
+def _row(r: TransferResult) -> list[terminal.Cell]:
     used = f"HTTP/{r.http_version}" if r.http_version else "?"
+    verdict: terminal.Cell
     if r.unsupported:
-        used, verdict = "-", f"[yellow]unsupported[/] {r.failure.removeprefix('unsupported: ')}"
+        used = "-"
+        verdict = Text.assemble(terminal.styled("unsupported", "yellow"), " ",
+                                terminal.plain(r.failure.removeprefix("unsupported: ")))
+    elif r.ok:
+        verdict = terminal.styled("ok", "green")
     else:
-        verdict = "[green]ok[/]" if r.ok else f"[red]FAILED[/] {r.failure}"
+        verdict = Text.assemble(terminal.styled("FAILED", "red"), " ", terminal.plain(r.failure))
     return [r.protocol.label, used, str(r.bytes), _ms(r.handshake_s), _ms(r.ttfb_s), _ms(r.total_s),
             _mbps(r.goodput_bps), verdict]
 
@@ -60,36 +65,38 @@ def register(app: typer.Typer) -> None:
         check_server(server)
         if cc is not None:
             registry().check_quic_cc(client, cc)
-        timeout_s = timeout if timeout is not None else float(os.environ.get(config.ENV_TIMEOUT, "120"))
-        if not 0 < timeout_s <= 3600:
-            raise UsageError(f"invalid --timeout {timeout_s:g}: allowed is more than 0 and at most 3600 seconds")
+        timeout_s = timeout if timeout is not None else config.timeout_s()
+        if not 0 < timeout_s <= config.MAX_TIMEOUT_S:
+            raise UsageError(f"invalid --timeout {timeout_s:g}: allowed is more than 0 and at most "
+                             f"{config.MAX_TIMEOUT_S:g} seconds")
         kinds = parse_kinds(capture)
         lab.require_up()
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        root = config.ROOT / "results" / "runs" / f"{stamp}-{adapter.name}-{server}"
-        results = []
-        for p in protocols:
-            try:
-                with terminal.status(f"{p.label} {format_size(nbytes)} with {adapter.name} → {server}"), \
-                        collecting(kinds, root, root / p.value, adapter.name, adapter.container,
-                                   check_server(server)) as ev:
-                    result = run_transfer(adapter, server, p, nbytes, timeout_s, cc=cc, env=ev.client_env,
-                                          port=ev.server_port)
-            except KeyboardInterrupt:
-                stop_clients()  # the transfer must not go on in the client container; the link stays as it is
-                raise
-            if kinds:
-                result.evidence = [str(root / f) for f in ev.relative()]
-                result.pcap_goodput_bps = pcap_goodput(ev, server, p, nbytes) if result.ok else None
-                for problem in ev.problems:
-                    terminal.warning(f"{p.label}: {problem}")
-            results.append(result)
-            if result.client_rcvbuf_drops:
-                terminal.warning(f"{p.label}: the client's own UDP receive buffer dropped {result.client_rcvbuf_drops} "
-                                 "datagrams (losses the link did not make; raise net.core.rmem_default on the host, "
-                                 "docs/link.md)")
-            if json_out:
-                terminal.raw(results[-1].model_dump_json())
+        with lock.holding():  # one measuring or shaping command per lab at a time
+            stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+            root = config.ROOT / "results" / "runs" / f"{stamp}-{adapter.name}-{server}"
+            results = []
+            for p in protocols:
+                try:
+                    with terminal.status(f"{p.label} {format_size(nbytes)} with {adapter.name} → {server}"), \
+                            collecting(kinds, root, root / p.value, adapter.name, adapter.container,
+                                       check_server(server)) as ev:
+                        result = run_transfer(adapter, server, p, nbytes, timeout_s, cc=cc, env=ev.client_env,
+                                              port=ev.server_port)
+                except KeyboardInterrupt:
+                    stop_clients()  # the transfer must not go on in the client container; the link stays as it is
+                    raise
+                if kinds:
+                    result.evidence = [str(root / f) for f in ev.relative()]
+                    result.pcap_goodput_bps = pcap_goodput(ev, server, p, nbytes) if result.ok else None
+                    for problem in ev.problems:
+                        terminal.warning(f"{p.label}: {problem}")
+                results.append(result)
+                if result.client_rcvbuf_drops:
+                    terminal.warning(f"{p.label}: the client's own UDP receive buffer dropped "
+                                     f"{result.client_rcvbuf_drops} datagrams (losses the link did not make; raise "
+                                     "net.core.rmem_default on the host, docs/link.md)")
+                if json_out:
+                    terminal.raw(results[-1].model_dump_json())
         if not json_out:
             terminal.table(
                 f"{format_size(nbytes)} object ({nbytes} bytes), {adapter.name} → {server}, through the router",

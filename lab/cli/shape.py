@@ -4,7 +4,8 @@ from typing import Annotated
 
 import typer
 
-from lab import lab, terminal
+from lab import lab, lock, terminal
+from lab.errors import UsageError
 from lab.link import describe, shaper
 from lab.link.model import Link
 from lab.link.spec import parse_assignments, parse_link
@@ -14,7 +15,7 @@ _FLAGS = ("rate", "delay", "rtt", "jitter", "dist", "loss", "ge", "queue", "outa
 
 def show_link(backend: str, link: Link | str) -> None:
     if isinstance(link, str):
-        terminal.out.print(f"shaper: {backend}\n{link}")
+        terminal.line(f"shaper: {backend}\n{link}")
         return
     terminal.table(f"link in force (shaper: {backend}, seed {link.seed})", describe.COLUMNS, describe.rows(link))
 
@@ -50,12 +51,22 @@ def register(app: typer.Typer) -> None:
         common: dict[str, str | bool] = {k: v for k, v in values.items() if v is not None}
         if reorder is not None:
             common["reorder"] = reorder
+        given = [f"--{k}" for k in common] + ["--down"] * bool(down) + ["--up"] * bool(up)
+        if show and clear:
+            raise UsageError("give either --show or --clear, not both")
+        for flag, what in (("--show", "changes nothing"), ("--clear", "removes every impairment")):
+            if (show if flag == "--show" else clear) and given:
+                raise UsageError(f"{flag} takes no link settings ({flag} {what}): drop {', '.join(given)}")
+        if show and shaper_name != "auto":
+            raise UsageError(f"--show takes no --shaper (it shows what is in force): drop --shaper {shaper_name}")
         link = parse_link(common, parse_assignments(down or [], "--down"), parse_assignments(up or [], "--up"))
-        nothing_given = not common and not down and not up
+        shaper.check(shaper_name, link)
+        nothing_given = not given
         lab.require_up()
         if show or (nothing_given and not clear):
             show_link(*shaper.in_force())
             return
-        choice, in_force = shaper.apply(link, shaper_name)
+        with lock.holding():  # never under a running sweep or transfer
+            choice, in_force = shaper.apply(link, shaper_name)
         terminal.info(f"shaper: {choice.backend} ({choice.reason})")
         show_link(choice.backend, in_force)

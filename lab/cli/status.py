@@ -10,12 +10,12 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def status() -> None:
         """Show the lab's containers and the URLs of its UIs (Prometheus, Pushgateway, Grafana)."""
-        rows = []
+        rows: list[list[terminal.Cell]] = []
         for s in lab.states((*lab.LAB_CONTAINERS, config.GRAFANA_CONTAINER)):
             if s.name == config.GRAFANA_CONTAINER and s.state == "missing":
-                rows.append([s.name, "[dim]-[/]", "not started (optional)", "-"])
+                rows.append([s.name, terminal.styled("-", "dim"), "not started (optional)", "-"])
                 continue
-            mark = "[green]up[/]" if s.ready else "[red]down[/]"
+            mark = terminal.styled("up", "green") if s.ready else terminal.styled("down", "red")
             rows.append([s.name, mark, s.state, s.health or "-"])
         terminal.table("quiclab", ["container", "", "state", "health"], rows)
         for svc in services.ALL:
@@ -23,4 +23,4 @@ def register(app: typer.Typer) -> None:
             note = ""
             if svc is services.GRAFANA and not up:
                 note = f" — image {config.grafana_image()} not started here (`quiclab up` says why)"
-            terminal.out.print(f"{svc.name}: {svc.url()} ({'up' if up else 'down'}){note}")
+            terminal.line(f"{svc.name}: {svc.url()} ({'up' if up else 'down'}){note}")

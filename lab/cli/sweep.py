@@ -1,10 +1,10 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from lab import config, terminal
 from lab.errors import UsageError
@@ -12,7 +12,8 @@ from lab.evidence.capture import parse_kinds
 from lab.results.report import load_sweep
 from lab.results.stats import summarize
 from lab.results.summary import stats_table
-from lab.sweep import presets, scenario, session, store
+from lab.sweep import presets, scenario, session, shard, store
+from lab.sweep.plan import groups, plan
 
 
 def _split(v: str | None) -> list[str] | None:
@@ -38,6 +39,14 @@ def _overrides(data: dict[str, Any], repeats: int | None, protocols: str | None,
     return data
 
 
+def _refuse_with_resume(given: dict[str, object]) -> None:
+    """--resume continues the folder's own scenario: an option that would change it is an error, not ignored."""
+    for flag, value in given.items():
+        if value is not None and value is not False:
+            raise UsageError(f"{flag} cannot be given with --resume (the sweep continues with the scenario and "
+                             "folder it was started with)")
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def sweep(
@@ -54,16 +63,40 @@ def register(app: typer.Typer) -> None:
         shaper: Annotated[str | None, typer.Option(help="auto, netem or linkem.")] = None,
         capture: Annotated[str | None, typer.Option(help="Evidence kept per run: pcap,keylog,qlog (any subset, "
                                                          "or all); stored under <folder>/evidence/.")] = None,
-        out: Annotated[Path, typer.Option(help="Where result folders go.")] = config.ROOT / "results",
+        out: Annotated[Path | None, typer.Option(help="Where result folders go (default results/).")] = None,
         resume: Annotated[Path | None, typer.Option(help="Continue an interrupted sweep in this folder.")] = None,
         reuse: Annotated[bool, typer.Option(help="If the newest sweep of this very scenario is unfinished, resume "
                                                   "it; if it is complete, show it instead of running again.")]
         = False,
+        shard_of: Annotated[str | None, typer.Option(
+            "--shard", help="Run only shard i of N of the plan (e.g. 2/3): whole (point, repeat) groups with the "
+                            "unsharded sweep's run keys and seeds; `quiclab merge` puts the shards together.")]
+        = None,
+        dry_run: Annotated[bool, typer.Option(
+            "--dry-run", help="Check the scenario and print the plan as JSON (plan id, runs; with --shard this "
+                              "shard's run keys); runs nothing and needs no lab.")] = False,
     ) -> None:
         """Run a sweep (a preset or --scenario FILE), or --resume one; writes results/<timestamp>-<name>/."""
+        for flag, value, top in (("--repeats", repeats, scenario.MAX_REPEATS), ("--seed", seed, scenario.MAX_SEED)):
+            low = 1 if flag == "--repeats" else 0
+            if value is not None and not low <= value <= top:
+                raise UsageError(f"invalid {flag} {value}: allowed is {low}..{top}")
+        part = shard.parse(shard_of) if shard_of is not None else None
         if resume is not None:
             if preset or scenario_file:
                 raise UsageError("--resume takes the scenario from the folder: give no preset or --scenario")
+            _refuse_with_resume({"--repeats": repeats, "--protocols": protocols, "--sizes": sizes, "--seed": seed,
+                                 "--clients": clients, "--servers": servers, "--shaper": shaper,
+                                 "--capture": capture, "--out": out, "--reuse": reuse, "--shard": shard_of,
+                                 "--dry-run": dry_run})
+            # not a sweep folder, or a scenario that is no longer valid: say so before the lab is touched
+            try:
+                manifest = store.read_manifest(resume)
+            except UnicodeDecodeError:  # (store.read_manifest lets this one through)
+                raise UsageError(f"{str(resume / store.MANIFEST)!r} is not UTF-8 text: it was not written by "
+                                 "`quiclab sweep`") from None
+            scenario.validate(manifest["scenario"], str(resume / store.MANIFEST))
+            config.check_all()  # before the lab lock and the lab
             folder, complete = session.resume(resume)
         else:
             if (preset is None) == (scenario_file is None):
@@ -76,9 +109,19 @@ def register(app: typer.Typer) -> None:
                 where = f"preset {name}"
             data = _overrides(data, repeats, protocols, sizes, seed, clients, servers, shaper, capture)
             s = scenario.validate(data, where)
-            previous = store.latest_matching(out, s.model_dump()) if reuse else None
+            if part:
+                shard.check(part, plan(s))
+            if dry_run:
+                _print_plan(s, name, part)
+                return
+            out = out if out is not None else config.ROOT / "results"
+            if out.exists() and not out.is_dir():
+                raise UsageError(f"invalid --out {str(out)!r}: not a folder")
+            config.check_all()  # before the lab lock and the lab
+            wanted = {"index": part.index, "count": part.count} if part else None
+            previous = store.latest_matching(out, s.model_dump(), wanted) if reuse else None
             if previous is None:
-                folder, complete = session.start(s, name, out)
+                folder, complete = session.start(s, name, out, part)
             elif store.read_manifest(previous).get("status") == "complete":
                 terminal.info(f"--reuse: {previous.name} already holds this sweep, complete; showing it")
                 folder, complete = previous, True
@@ -87,8 +130,17 @@ def register(app: typer.Typer) -> None:
                 folder, complete = session.resume(previous)
         records, _ = load_sweep(folder)
         cols, rows = stats_table(summarize(records))
-        terminal.table(f"{folder.name}: transfer time and goodput (median [IQR])", cols,
-                       [[escape(c) for c in r] for r in rows], right=cols[2:])
-        terminal.out.print(f"results: {folder}/ (summary.md, runs.csv, plots/, report.html)")
+        terminal.table(f"{folder.name}: transfer time and goodput (median [IQR])", cols, rows, right=cols[2:])
+        terminal.line(f"results: {folder}/ (summary.md, runs.csv, plots/, report.html)")
         if not complete:
             raise session.SweepInterrupted(folder)
+
+
+def _print_plan(s: scenario.Scenario, preset: str | None, part: shard.ShardSpec | None) -> None:
+    every = plan(s)
+    mine = part.select(every) if part else every
+    terminal.raw(json.dumps({
+        "name": s.name, "preset": preset, "plan_id": shard.plan_id(s, every), "runs": len(every),
+        "groups": len(groups(every)), "shard": str(part) if part else None, "shard_runs": len(mine),
+        "shard_groups": len(groups(mine)), "run_keys": [r.key for r in mine],
+    }))

@@ -20,7 +20,7 @@ class CurlClient:
         self.processes = impl.processes
 
     def command(self, request: TransferRequest) -> list[str]:
-        # quiclab-fetch (images/client/fetch.sh) streams the body through SHA-256 and prints one JSON line.
+        # quiclab-fetch (images/client/agent.py) streams the body through SHA-256 and prints one JSON line.
         env = [f"{k}={v}" for k, v in sorted(request.env.items())]
         return [
             *(["env", *env] if env else []),

@@ -1,5 +1,5 @@
 """ngtcp2's example client gtlsclient (HTTP/3 only; GnuTLS, nghttp3), through quiclab-ngtcp2-fetch
-(images/client/ngtcp2-fetch.sh), which prints the same JSON line as curl's wrapper.
+(implemented in images/client/agent.py), which prints the same JSON line as curl's wrapper.
 
 What it measures: total_s is the wall time of the gtlsclient process in the client container (connection set-up,
 handshake and transfer, like curl's time_total); gtlsclient reports no handshake or first-byte time, so those

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from lab.errors import UsageError
+from lab.errors import UsageError, validation_line
 from lab.protocols import Protocol
 
 REGISTRY_FILE = Path(__file__).with_name("implementations.toml")
@@ -142,7 +142,7 @@ class Registry:
         """`choice` if `client` can run its QUIC stack with that congestion controller; else a one-line error."""
         cc = self.client(client).quic_cc
         if cc is None or not cc.settable:
-            raise UsageError(f"{what}: {client} cannot choose its congestion control "
+            raise UsageError(f"invalid {what} {choice!r}: {client} cannot choose its congestion control "
                              f"({cc.describe() if cc else 'no QUIC'})")
         if choice not in cc.options:
             raise UsageError(f"invalid {what} {choice!r} for {client}: allowed are {', '.join(cc.options)}")
@@ -156,25 +156,8 @@ class Registry:
 
 
 def _field_error(name: str, where: str, e: ValidationError) -> UsageError:
-    err = e.errors()[0]
-    loc = ".".join(str(x) for x in err["loc"] if not isinstance(x, int)) or "entry"
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    value = err.get("input")
-    if err["type"] == "missing":
-        return UsageError(f"{where}: implementation {name!r}: missing field {loc!r}")
-    if err["type"] == "extra_forbidden":
-        allowed = ", ".join(Implementation.model_fields)
-        return UsageError(f"{where}: implementation {name!r}: unknown field {loc!r}: allowed are {allowed}")
-    if loc == "role":
-        return UsageError(f"{where}: implementation {name!r}: unknown role {value!r}: allowed are client, server")
-    if loc == "protocols" and err["type"] == "enum":
-        return UsageError(f"{where}: implementation {name!r}: unknown protocol {value!r} in protocols: "
-                          f"allowed are h1, h2, h3")
-    if err["type"] == "value_error" and ":" in msg and loc in ("entry", ""):
-        field, _, rest = msg.partition(":")
-        return UsageError(f"{where}: implementation {name!r}: field {field.strip()!r}: {rest.strip()}")
-    shown = "" if isinstance(value, dict) else f" (got {value!r})"
-    return UsageError(f"{where}: implementation {name!r}: invalid field {loc!r}{shown}: {msg}")
+    line = validation_line(e, "field", Implementation.model_fields)
+    return UsageError(f"{where}: implementation {name!r}: {line}")
 
 
 def parse(data: dict[str, Any], where: str = str(REGISTRY_FILE)) -> Registry:

@@ -15,6 +15,8 @@ from lab.link.model import Link
 
 Backend = Literal["netem", "linkem"]
 BACKENDS = ("auto", "netem", "linkem")
+#: Link model fields -> the setting a user wrote (lab/link/spec.py), for messages.
+_AS_GIVEN = {"outage": "outage", "rate_schedule": "spikes", "trace_ms": "trace", "jitter_s": "jitter"}
 
 
 @dataclass(frozen=True)
@@ -23,9 +25,20 @@ class Choice:
     reason: str
 
 
-def choose(requested: str, link: Link) -> Choice:
+def check(requested: str, link: Link) -> None:
+    """Refuse, without the lab, a shaper name that does not exist or a forced netem for a link netem cannot
+    emulate (outage, rate spikes, trace): such a link would pass and then fail every run."""
     if requested not in BACKENDS:
         raise UsageError(f"unknown shaper {requested!r}: allowed are {', '.join(BACKENDS)}")
+    missing = netem.unsupported_features(link) if requested == "netem" else []
+    if missing:
+        named = [_AS_GIVEN.get(m.rpartition(".")[2], m) for m in missing]
+        which = [f"{m.partition('.')[0]} {n}" for m, n in zip(missing, named, strict=True)]
+        raise UsageError(f"shaper netem cannot emulate {', '.join(which)}: use shaper linkem or auto for this link")
+
+
+def choose(requested: str, link: Link) -> Choice:
+    check(requested, link)
     kernel_netem = router.has_netem()
     if requested == "netem":
         if not kernel_netem:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
-from lab.errors import UsageError
-from lab.link.model import Bernoulli, Direction, GilbertElliott, Link, NoLoss, Outage, RateSchedule
+from lab.errors import UsageError, validation_line
+from lab.link.model import Bernoulli, Direction, GilbertElliott, JitterDist, Link, NoLoss, Outage, RateSchedule
 from lab.link.units import parse_duration, parse_percent, parse_rate
 from lab.sizes import parse_size
 
@@ -96,7 +96,7 @@ def _direction(spec: Spec, name: str) -> Direction:
     if "jitter" in s:
         d["jitter_s"] = parse_duration(s["jitter"], f"{name} jitter")
     if "dist" in s:
-        d["jitter_dist"] = s["dist"]
+        d["jitter_dist"] = _dist(s["dist"], name)
     if "reorder" in s:
         d["reorder"] = _bool(s["reorder"], f"{name} reorder")
     if "loss" in s and "ge" in s:
@@ -115,6 +115,13 @@ def _direction(spec: Spec, name: str) -> Direction:
     if "trace" in s:
         d["trace_ms"] = read_trace(Path(s["trace"]))
     return Direction(**d)
+
+
+def _dist(v: str, name: str) -> str:
+    allowed = get_args(JitterDist)
+    if v not in allowed:
+        raise UsageError(f"invalid {name} dist {v!r}: allowed are {', '.join(allowed)}")
+    return v
 
 
 def _bool(v: str, what: str) -> bool:
@@ -188,17 +195,27 @@ def _spikes(v: str, rate: int | None, name: str) -> RateSchedule:
 
 
 def read_trace(path: Path) -> list[int]:
+    """A mahimahi trace: one whole millisecond per line, never decreasing, ending above 0; errors name the file."""
     try:
         lines = path.read_text().split()
-    except OSError as e:
-        raise UsageError(f"cannot read trace file {str(path)!r}: {e.strerror}") from None
-    try:
-        return [int(x) for x in lines]
-    except ValueError:
-        raise UsageError(f"invalid trace file {str(path)!r}: expected one whole millisecond per line") from None
+    except (OSError, UnicodeDecodeError) as e:
+        why = e.strerror if isinstance(e, OSError) else "not a text file"
+        raise UsageError(f"cannot read trace file {str(path)!r}: {why}") from None
+    bad = f"invalid trace file {str(path)!r}"
+    times: list[int] = []
+    for n, text in enumerate(lines, 1):
+        try:
+            t = int(text)
+        except ValueError:
+            raise UsageError(f"{bad}: entry {n} {text!r} is not a whole number of milliseconds") from None
+        if t < 0 or (times and t < times[-1]):
+            after = f" after {times[-1]}" if times else ""
+            raise UsageError(f"{bad}: entry {n} ({t}{after}): timestamps must be >= 0 and never decrease")
+        times.append(t)
+    if not times or times[-1] <= 0:
+        raise UsageError(f"{bad}: expected one millisecond timestamp per line, the last one above 0")
+    return times
 
 
 def _one_line(e: ValidationError) -> str:
-    err = e.errors()[0]
-    loc = ".".join(str(x) for x in err["loc"])
-    return f"invalid link parameter {loc}: {err['msg']}".replace("\n", " ")
+    return validation_line(e, "link parameter")

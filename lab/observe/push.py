@@ -3,14 +3,16 @@ raises and never holds a sweep up for long (short timeouts, then no new attempt 
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 
+from prometheus_client.exposition import delete_from_gateway, push_to_gateway
+
 from lab import config, terminal
+from lab.observe.exposition import Family, registry
 from lab.observe.sweep_metrics import JOB, GroupKey, SweepState
 from lab.results.schema import RunRecord
 from lab.sweep.plan import PlannedRun
@@ -18,35 +20,23 @@ from lab.sweep.plan import PlannedRun
 TIMEOUT_S = 1.0
 PROBE_TIMEOUT_S = 0.5
 RETRY_S = 30.0
-
-
-def group_path(labels: dict[str, str]) -> str:
-    """/metrics/job/<job>/<label>@base64/<value>...: every value base64url-encoded, so any text is safe."""
-    parts = ["metrics", "job", labels["job"]]
-    for k, v in labels.items():
-        if k != "job":
-            parts += [f"{k}@base64", base64.urlsafe_b64encode(v.encode()).decode() or "="]
-    return "/" + "/".join(parts)
+#: At most one push per this many seconds while runs come in (a sweep of small objects finishes tens of runs a
+#: second; Prometheus scrapes the Pushgateway every second anyway). The sweep's end is always pushed at once.
+PUSH_INTERVAL_S = 1.0
 
 
 class Pushgateway:
-    """A tiny HTTP client: PUT/DELETE metric groups, list groups."""
+    """PUT/DELETE metric groups with prometheus_client (it encodes the grouping key: base64 where a value needs
+    it); finding an address that answers and listing the groups are plain GETs (prometheus_client has neither)."""
 
     def __init__(self, urls: Sequence[str]) -> None:
         self.urls = list(urls)
         self.url: str | None = None
 
-    def _request(self, method: str, path: str, body: bytes | None = None, timeout: float = TIMEOUT_S) -> bytes:
+    def _gateway(self) -> str:
         if self.url is None:
             self.url = self._probe()
-        req = urllib.request.Request(self.url + path, data=body, method=method,
-                                     headers={"Content-Type": "text/plain; version=0.0.4"} if body else {})
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                return resp.read()
-        except (OSError, urllib.error.URLError):
-            self.url = None  # probe again next time (the other address may answer)
-            raise
+        return self.url
 
     def _probe(self) -> str:
         for url in self.urls:
@@ -57,15 +47,32 @@ class Pushgateway:
                 continue
         raise OSError(f"no Pushgateway answers at {' or '.join(self.urls)}")
 
-    def put(self, labels: dict[str, str], text: str) -> None:
-        self._request("PUT", group_path(labels), text.encode())
+    def _call(self, action: Callable[[str], None]) -> None:
+        try:
+            action(self._gateway())
+        except (OSError, urllib.error.URLError):
+            self.url = None  # probe again next time (the other address may answer)
+            raise
+
+    def put(self, labels: dict[str, str], families: Sequence[Family]) -> None:
+        job, key = labels["job"], {k: v for k, v in labels.items() if k != "job"}
+        self._call(lambda url: push_to_gateway(url, job=job, registry=registry(families), grouping_key=key,
+                                               timeout=TIMEOUT_S))
 
     def delete(self, labels: dict[str, str]) -> None:
-        self._request("DELETE", group_path(labels))
+        job, key = labels["job"], {k: v for k, v in labels.items() if k != "job"}
+        self._call(lambda url: delete_from_gateway(url, job=job, grouping_key=key, timeout=TIMEOUT_S))
 
     def groups(self) -> list[dict[str, str]]:
-        data = json.loads(self._request("GET", "/api/v1/metrics"))
-        return [g.get("labels", {}) for g in data.get("data", [])]
+        found: list[dict[str, str]] = []
+
+        def get(url: str) -> None:
+            with urllib.request.urlopen(url + "/api/v1/metrics", timeout=TIMEOUT_S) as resp:
+                data = json.loads(resp.read())
+            found.extend(g.get("labels", {}) for g in data.get("data", []))
+
+        self._call(get)
+        return found
 
 
 _Action = Callable[[Pushgateway], None]
@@ -81,6 +88,7 @@ class Publisher:
         self.todo: list[PlannedRun] = []
         self.warned = False
         self.retry_at = 0.0
+        self.pushed_at = -PUSH_INTERVAL_S
 
     @classmethod
     def for_sweep(cls, sweep: str, planned: int, x_name: str, shaper: str = "") -> Publisher:
@@ -105,7 +113,8 @@ class Publisher:
             self.todo.pop(0)
             if self.todo:
                 self.state.current = self.todo[0]
-        self.flush()
+        if time.monotonic() - self.pushed_at >= PUSH_INTERVAL_S:
+            self.flush()
 
     def finish(self, complete: bool) -> None:
         self.state.status = "complete" if complete else "interrupted"
@@ -114,12 +123,13 @@ class Publisher:
         self.flush()
 
     def flush(self) -> None:
+        self.pushed_at = time.monotonic()
         self._attempt(self._push_dirty)
 
     def _push_dirty(self, gw: Pushgateway) -> None:
         for key in sorted(self.dirty, key=lambda k: (k is None, k or (0, "", "", ""))):
-            text = self.state.sweep_text() if key is None else self.state.point_text(key)
-            gw.put(self.state.grouping_key(key), text)
+            families = self.state.sweep_families() if key is None else self.state.point_families(key)
+            gw.put(self.state.grouping_key(key), families)
             self.dirty.discard(key)
 
     def _forget_old(self, gw: Pushgateway) -> None:

@@ -69,6 +69,12 @@ class SweepState:
         return labels
 
     def point_text(self, key: GroupKey) -> str:
+        return render(self.point_families(key))
+
+    def sweep_text(self) -> str:
+        return render(self.sweep_families())
+
+    def point_families(self, key: GroupKey) -> list[Family]:
         g = self.groups[key]
         labels = {"point_label": g.point_label, "x_name": g.x_name, "x": number(g.x)}
         runs = Family("quiclab_sweep_runs_total", "counter",
@@ -84,9 +90,9 @@ class SweepState:
             families.append(Family("quiclab_sweep_goodput_bytes_per_second", "summary",
                                    "Goodput (payload bytes / transfer time) of the successful runs so far (quartiles).")
                             .add_summary(g.goodputs_bytes_s, labels))
-        return render(families)
+        return families
 
-    def sweep_text(self) -> str:
+    def sweep_families(self) -> list[Family]:
         families = [
             Family("quiclab_sweep_info", "gauge", "The sweep's state and swept parameter (value is always 1).")
             .add(1, {"status": self.status, "x_name": self.x_name, "shaper": self.shaper}),
@@ -106,4 +112,4 @@ class SweepState:
                                    "The run in progress (the last one once the sweep ended); value is always 1.")
                             .add(1, {"point": str(c.point.index), "point_label": c.point.label,
                                      "protocol": c.protocol.value, "client": c.client, "server": c.server}))
-        return render(families)
+        return families

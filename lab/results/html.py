@@ -10,13 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from lab.results.schema import RunRecord
-from lab.results.stats import excluded_runs, exclusion_reason, ratios, summarize
+from lab.results.stats import censored_runs, excluded_runs, exclusion_reason, ratios, summarize
 from lab.results.summary import (
+    CENSORING_RULE,
     CI_NOTE,
     EXCLUSION_RULE,
     NA,
     RATIO_NOTE,
     Table,
+    censored_table,
     clean,
     excluded_table,
     header_items,
@@ -46,7 +48,7 @@ _SVG_PROLOGUE = re.compile(r"<\?xml.*?\?>|<!DOCTYPE.*?>|<metadata>.*?</metadata>
 
 
 def _td(c: str) -> str:
-    numeric = c[:1].isdigit() or c == NA
+    numeric = c.lstrip("<>")[:1].isdigit() or c in (NA, "?", ">?", "<?")  # bounds (">120") are numbers too
     return f'<td class="num">{escape(c)}</td>' if numeric else f"<td>{escape(c)}</td>"
 
 
@@ -83,18 +85,28 @@ def _manifest_section(records: Sequence[RunRecord], manifest: dict[str, Any]) ->
     return "\n".join(parts)
 
 
-def _excluded_section(records: Sequence[RunRecord]) -> str:
-    runs = excluded_runs(records)
-    parts = [f'<p class="note">{escape(EXCLUSION_RULE)}</p>']
+def _runs_section(runs: Sequence[RunRecord], total: int, rule: str, table: Table, verb: str, none: str) -> str:
+    """The rule, "k of N runs <verb>.", counts by status and reason, and every such run (folded when many)."""
+    parts = [f'<p class="note">{escape(rule)}</p>']
     if not runs:
-        return parts[0] + "<p>No runs excluded.</p>"
-    parts += [f"<p>{len(runs)} of {len(records)} runs excluded.</p>", html_table(excluded_table(records)),
-              f"<details{' open' if len(runs) <= 50 else ''}><summary>Every excluded run</summary>",
-              html_table((["run", "status", "reason", "started"],
-                          [[r.run_key, exclusion_reason(r) or "", clean(r.failure, 400) or NA, r.started_at]
-                           for r in runs])),
+        return parts[0] + f"<p>{escape(none)}</p>"
+    parts += [f"<p>{len(runs)} of {total} runs {escape(verb)}.</p>", html_table(table),
+              f"<details{' open' if len(runs) <= 50 else ''}><summary>Every such run</summary>",
+              html_table((["run", "status", "reason", "timeout s", "started"],
+                          [[r.run_key, exclusion_reason(r) or r.status, clean(r.failure, 400) or NA,
+                            NA if r.timeout_s is None else f"{r.timeout_s:g}", r.started_at] for r in runs])),
               "</details>"]
     return "\n".join(parts)
+
+
+def _excluded_section(records: Sequence[RunRecord]) -> str:
+    return _runs_section(excluded_runs(records), len(records), EXCLUSION_RULE, excluded_table(records), "excluded",
+                         "No runs excluded.")
+
+
+def _censored_section(records: Sequence[RunRecord]) -> str:
+    return _runs_section(censored_runs(records), len(records), CENSORING_RULE, censored_table(records),
+                         "did not complete (censored)", "Every run that is a result completed.")
 
 
 def report_html(records: Sequence[RunRecord], manifest: dict[str, Any], plot_dir: Path) -> str:
@@ -113,6 +125,7 @@ def report_html(records: Sequence[RunRecord], manifest: dict[str, Any], plot_dir
         "<h2>Plots</h2>",
         f'<div class="plot">{inline_svg(plot_dir / "goodput.svg")}</div>',
         f'<div class="plot">{inline_svg(plot_dir / "time.svg")}</div>',
+        "<h2>Runs that did not complete</h2>", _censored_section(records),
         "<h2>Excluded runs</h2>", _excluded_section(records),
         "<h2>Shaper self-check</h2>",
         html_table(check, "kv") if check else "<p>No self-check in the manifest.</p>",

@@ -1,11 +1,16 @@
 """Goodput and transfer-time figures of a sweep (PNG and SVG): median markers and line per protocol, the IQR as
-error bars and the 95 % CI of the median as a shaded band (on a categorical x, for multi-dimensional grids: markers
-without connecting lines and the CI as a wide translucent bar). Uses matplotlib's object API (no pyplot, no GUI)."""
+error bars and the order-statistic CI of the median as a shaded band, its achieved level(s) in the title (on a
+categorical x, for multi-dimensional grids: markers without connecting lines and the CI as a wide translucent bar).
+Censored runs (docs/results.md): a median known only as a bound is a hollow triangle at the bound pointing where
+the median lies, off the connecting line; an IQR or CI end known only as a bound reaches the edge of the axes.
+Uses matplotlib's object API (no pyplot, no GUI)."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from lab.results.schema import RunRecord
-from lab.results.stats import Dist, GroupStats, method_label, protocol_label, summarize
+from lab.results.stats import Dist, Est, GroupStats, method_label, protocol_label, summarize
 
 X_LABELS = {
     "loss_pct": "loss (%)",
@@ -50,17 +55,56 @@ def _metric(g: GroupStats, metric: str) -> tuple[Dist | None, float]:
     return (g.total_s, 1.0) if metric == "time" else (g.goodput_bps, 1e-6)
 
 
-def _draw(ax: Axes, groups: Sequence[GroupStats], metric: str, categorical: bool) -> int:
-    """Plot every series; returns how many points were drawn."""
+@dataclass
+class _Bar:
+    """One vertical extent to draw once the y limits are known: an end that is only a bound (censored: the true end
+    lies beyond it) is drawn to the edge of the axes."""
+
+    x: float
+    lo: Est
+    hi: Est
+
+
+@dataclass
+class _Pending:
+    """A series' CIs and IQRs, drawn by _finish."""
+
+    color: str
+    categorical: bool
+    scales: list[float]
+    cis: list[_Bar]
+    iqrs: list[_Bar]
+
+
+def _val(e: Est, scale: float) -> float | None:
+    return None if e.value is None else e.value * scale
+
+
+def _end(e: Est, scale: float, edge: float) -> float:
+    """Where to draw a range's end: its value when exact, the axes' edge when the end is only a bound."""
+    v = _val(e, scale)
+    return edge if not e.exact or v is None else v
+
+
+def ci_levels(groups: Sequence[GroupStats]) -> str:
+    """The levels the plotted CIs actually have: "93.8 %", or the lowest and highest (they vary with n)."""
+    levels = sorted({round(g.total_s.ci.level * 100, 1) for g in groups if g.total_s and g.total_s.ci})
+    if not levels:
+        return "none (n < 2)"
+    return f"{levels[0]:.1f} %" if len(levels) == 1 else f"{levels[0]:.1f}\u2013{levels[-1]:.1f} % (by n)"
+
+
+def _draw(ax: Axes, groups: Sequence[GroupStats], metric: str, categorical: bool) -> list[_Pending]:
+    """Plot every series' medians; returns what is left to draw once the y limits are fixed (see _finish)."""
     series = _series(groups)
     combos = list(dict.fromkeys((c, s) for c, s, _ in series))
     positions = {p: i for i, p in enumerate(dict.fromkeys(g.point for g in groups))}
-    drawn = 0
+    pending: list[_Pending] = []
     for n_series, ((client, server, protocol), gs) in enumerate(series.items()):
-        pts = []
+        pts: list[tuple[float, Dist, float]] = []
         for g in gs:
             d, scale = _metric(g, metric)
-            if d is not None:
+            if d is not None and d.median.value is not None:
                 pts.append((float(positions[g.point]) if categorical else g.x, d, scale))
         if not pts:
             continue
@@ -68,25 +112,64 @@ def _draw(ax: Axes, groups: Sequence[GroupStats], metric: str, categorical: bool
         if categorical:  # dodge the series sideways so error bars don't overlap
             shift = (n_series - (len(series) - 1) / 2) * 0.1
             pts = [(x + shift, d, s) for x, d, s in pts]
-        xs = [p[0] for p in pts]
-        med = [p[1].median * p[2] for p in pts]
-        lo = [(p[1].ci[0] if p[1].ci else p[1].median) * p[2] for p in pts]
-        hi = [(p[1].ci[1] if p[1].ci else p[1].median) * p[2] for p in pts]
-        err = [[m - p[1].q1 * p[2] for m, p in zip(med, pts, strict=True)],
-               [p[1].q3 * p[2] - m for m, p in zip(med, pts, strict=True)]]
         color = COLORS.get(protocol, f"C{3 + n_series % 7}")
         line, marker = STYLES[combos.index((client, server)) % len(STYLES)]
         label = method_label(protocol, client, server) if len(combos) > 1 else protocol_label(protocol)
-        if categorical:  # separate link conditions: no connecting line, the CI as a wide translucent bar
-            ci_err = [[m - v for m, v in zip(med, lo, strict=True)], [v - m for m, v in zip(med, hi, strict=True)]]
-            ax.errorbar(xs, med, yerr=ci_err, fmt="none", ecolor=color, elinewidth=9, alpha=0.25)
-            line = "none"
-        else:
-            ax.fill_between(xs, lo, hi, color=color, alpha=0.18, linewidth=0)
-        ax.errorbar(xs, med, yerr=err, color=color, linestyle=line, marker=marker, markersize=5, capsize=3,
-                    linewidth=1.6, label=label)
-        drawn += len(pts)
-    return drawn
+        xs = [p[0] for p in pts]
+        exact = [p[1].median.value * p[2] if p[1].median.exact and p[1].median.value is not None else math.nan
+                 for p in pts]
+        ax.plot(xs, exact, color=color, linestyle="none" if categorical else line, marker=marker, markersize=5,
+                linewidth=1.6, label=label)
+        for x, d, scale in pts:  # a median known only as a bound: a hollow triangle pointing where it lies
+            if not d.median.exact and d.median.value is not None:
+                ax.plot([x], [d.median.value * scale], linestyle="none", marker="^" if d.median.bound == ">" else "v",
+                        markersize=8, markerfacecolor="none", markeredgecolor=color)
+        cis = [_Bar(x, d.ci.lo if d.ci else d.median, d.ci.hi if d.ci else d.median) for x, d, _ in pts]
+        iqrs = [_Bar(x, d.q1, d.q3) for x, d, _ in pts]
+        pending.append(_Pending(color, categorical, [p[2] for p in pts], cis, iqrs))
+    return pending
+
+
+def _finish(ax: Axes, pending: list[_Pending]) -> None:
+    """Draw CIs (shaded band, or a wide translucent bar on a categorical x) and IQR error bars, with ends that are
+    only bounds drawn to the edge of the axes."""
+    bottom, top = ax.get_ylim()
+    for p in pending:
+        color = p.color
+        for bars, kind in ((p.cis, "ci"), (p.iqrs, "iqr")):
+            xs = [b.x for b in bars]
+            lo = [_end(b.lo, s, bottom) for b, s in zip(bars, p.scales, strict=True)]
+            hi = [_end(b.hi, s, top) for b, s in zip(bars, p.scales, strict=True)]
+            if kind == "ci" and not p.categorical:
+                ax.fill_between(xs, lo, hi, color=color, alpha=0.18, linewidth=0)
+                continue
+            mids = [(a + b) / 2 for a, b in zip(lo, hi, strict=True)]
+            err = [[m - a for m, a in zip(mids, lo, strict=True)], [b - m for m, b in zip(mids, hi, strict=True)]]
+            if kind == "ci":
+                ax.errorbar(xs, mids, yerr=err, fmt="none", ecolor=color, elinewidth=9, alpha=0.25)
+            else:
+                ax.errorbar(xs, mids, yerr=err, fmt="none", ecolor=color, capsize=3, linewidth=1.6)
+    ax.set_ylim(bottom, top)
+
+
+def _limits(ax: Axes, groups: Sequence[GroupStats], metric: str, log: bool) -> None:
+    """y limits that hold every exact median, quartile and CI end and every bound, with a margin."""
+    values: list[float] = []
+    for g in groups:
+        d, scale = _metric(g, metric)
+        if d is None:
+            continue
+        for e in (d.median, d.q1, d.q3, *((d.ci.lo, d.ci.hi) if d.ci else ())):
+            v = _val(e, scale)
+            if v is not None and math.isfinite(v) and (v > 0 or not log):
+                values.append(v)
+    if not values:
+        return
+    lo, hi = min(values), max(values)
+    if log:
+        ax.set_ylim(lo / 1.5, hi * 1.5)
+    else:
+        ax.set_ylim(0, hi * 1.08 if hi > 0 else 1)
 
 
 def _figure(groups: Sequence[GroupStats], manifest: dict[str, Any], metric: str, title: str) -> Figure:
@@ -95,9 +178,13 @@ def _figure(groups: Sequence[GroupStats], manifest: dict[str, Any], metric: str,
     categorical = x_name == "point"
     fig = Figure(figsize=(9.6, 5.6), layout="constrained")
     ax = fig.add_subplot()
-    drawn = _draw(ax, groups, metric, categorical)
+    pending = _draw(ax, groups, metric, categorical)
+    censored = any(g.n_censored for g in groups)
     ax.set_title(f"{title}: {'goodput' if metric == 'goodput' else 'transfer time'}\n"
-                 "median (markers), IQR (error bars), 95 % CI of the median (shaded)", fontsize=11)
+                 f"median (markers), IQR (error bars), order-statistic CI of the median at {ci_levels(groups)} "
+                 f"({'bars' if categorical else 'shaded'})"
+                 + ("\ncensored runs (failed, timeout) rank worst; \u25b3/\u25bd: median only bounded; "
+                    "bounded ends reach the edge" if censored else ""), fontsize=10)
     ax.set_xlabel(x_label(x_name))
     ax.set_ylabel("goodput (Mbit/s)" if metric == "goodput" else "transfer time (s)")
     ax.grid(True, which="major", alpha=0.35)
@@ -107,17 +194,18 @@ def _figure(groups: Sequence[GroupStats], manifest: dict[str, Any], metric: str,
     elif x_name == "size_bytes":
         xs = [g.x for g in groups]
         ax.set_xscale("log" if xs and min(xs) > 0 else "symlog")
-    if drawn:
-        if metric == "goodput" and (manifest.get("log_y") or x_name == "size_bytes"):
+    if pending:
+        log = metric == "goodput" and bool(manifest.get("log_y") or x_name == "size_bytes")
+        if log:
             ax.set_yscale("log")
             ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
             ax.yaxis.set_minor_formatter(NullFormatter())
-        else:
-            ax.set_ylim(bottom=0)
+        _limits(ax, groups, metric, log)
+        _finish(ax, pending)
         ax.legend(loc="best", fontsize=9)
     else:
-        ax.text(0.5, 0.5, "no successful runs", transform=ax.transAxes, ha="center", va="center", fontsize=14)
+        ax.text(0.5, 0.5, "no results", transform=ax.transAxes, ha="center", va="center", fontsize=14)
     return fig
 
 

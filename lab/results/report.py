@@ -11,8 +11,17 @@ from typing import Any
 from lab.errors import UsageError
 from lab.results.html import report_html
 from lab.results.schema import RunRecord, read_runs
-from lab.results.stats import GroupStats, method_label, summarize
-from lab.results.summary import NA, Table, header_items, md_table, sig3, summary_markdown
+from lab.results.stats import GroupStats, RunObs, group_obs, group_records, method_label, paired_ratio, summarize
+from lab.results.summary import (
+    CI_NOTE,
+    PAIR_COLUMNS,
+    Table,
+    fmt_est,
+    header_items,
+    md_table,
+    pair_cells,
+    summary_markdown,
+)
 
 RUNS = "runs.csv"
 MANIFEST = "manifest.json"
@@ -66,58 +75,67 @@ def build_report(folder: Path) -> list[Path]:
 class Comparison:
     name_a: str
     name_b: str
-    table: Table
+    table: Table  # per group present in both: n, censored, excluded, median time and goodput of A and B
+    ratio_table: Table  # per group present in both: paired ratios B/A (median of per-pair ratios, CI, level)
     only_a: list[str]  # "parameter method" of groups found only in A
     only_b: list[str]
 
 
 Key = tuple[str, str, str, str]  # point_label, client, server, protocol
+COMPARE_NOTE = ("B/A = the median of the per-pair ratios B \u00f7 A, a pair being the same point, method and repeat "
+                "run over the same link seed in both sweeps (sweeps of one scenario and seed pair up; others do "
+                "not: \"seeds differ\"); CI and censoring as in the summaries. B/A < 1 for time (> 1 for goodput) "
+                "means B was faster.")
 
 
 def _by_key(groups: list[GroupStats]) -> dict[Key, GroupStats]:
     return {(g.point_label, g.client, g.server, g.protocol): g for g in groups}
 
 
-def _ratio(a: float | None, b: float | None) -> str:
-    return sig3(b / a) if a and b is not None else NA
-
-
-def _med(g: GroupStats, metric: str) -> float | None:
-    d = g.total_s if metric == "time" else g.goodput_bps
-    if d is None:
-        return None
-    return d.median if metric == "time" else d.median / 1e6
+def _obs_by_key(records: list[RunRecord]) -> dict[Key, dict[int, RunObs]]:
+    return {(rs[0].point_label, c, s, p): group_obs(rs) for (_, c, s, p), rs in group_records(records).items()}
 
 
 def compare_sweeps(a: Path, b: Path) -> Comparison:
-    """Medians of the groups present in both sweeps (matched by point label, client, server, protocol)."""
+    """The groups present in both sweeps (matched by point label, client, server, protocol): medians side by side
+    and paired ratios B/A."""
     (ra, ma), (rb, mb) = load_sweep(a), load_sweep(b)
     ga, gb = _by_key(summarize(ra)), _by_key(summarize(rb))
-    cols = ["parameter", "method", "n A/B", "time s A", "time s B", "time B/A",
-            "goodput Mbit/s A", "goodput Mbit/s B", "goodput B/A"]
-    rows = []
+    oa, ob = _obs_by_key(ra), _obs_by_key(rb)
+    cols = ["parameter", "method", "n A/B", "censored A/B", "excluded A/B", "time s A", "time s B",
+            "goodput Mbit/s A", "goodput Mbit/s B"]
+    rcols = ["parameter", "method", *[c.replace("ratio", "B/A") for c in PAIR_COLUMNS]]
+    rows, rrows = [], []
     for key, x in ga.items():
         y = gb.get(key)
         if y is None:
             continue
-        ta, tb, pa, pb = _med(x, "time"), _med(y, "time"), _med(x, "goodput"), _med(y, "goodput")
-        rows.append([x.point_label, method_label(x.protocol, x.client, x.server), f"{x.n}/{y.n}",
-                     sig3(ta), sig3(tb), _ratio(ta, tb), sig3(pa), sig3(pb), _ratio(pa, pb)])
+        method = method_label(x.protocol, x.client, x.server)
+        rows.append([x.point_label, method, f"{x.n}/{y.n}", f"{x.n_censored}/{y.n_censored}",
+                     f"{x.n_excluded}/{y.n_excluded}",
+                     fmt_est(x.total_s.median if x.total_s else None), fmt_est(y.total_s.median if y.total_s else None),
+                     fmt_est(x.goodput_bps.median if x.goodput_bps else None, 1e-6),
+                     fmt_est(y.goodput_bps.median if y.goodput_bps else None, 1e-6)])
+        rrows.append([x.point_label, method, *pair_cells(paired_ratio(ob.get(key, {}), oa.get(key, {})))])
 
     def label(k: Key) -> str:
         return f"{k[0]} {method_label(k[3], k[1], k[2])}"
 
     return Comparison(
         name_a=f"{header_items(ra, ma)[0][1]} ({a})", name_b=f"{header_items(rb, mb)[0][1]} ({b})",
-        table=(cols, rows), only_a=[label(k) for k in ga if k not in gb], only_b=[label(k) for k in gb if k not in ga],
+        table=(cols, rows), ratio_table=(rcols, rrows),
+        only_a=[label(k) for k in ga if k not in gb], only_b=[label(k) for k in gb if k not in ga],
     )
 
 
 def compare_markdown(a: Path, b: Path) -> str:
     c = compare_sweeps(a, b)
-    parts = ["# quiclab comparison", "", f"- **A**: {c.name_a}", f"- **B**: {c.name_b}", "",
-             "Medians over ok runs; B/A < 1 for time (> 1 for goodput) means B was faster.", "",
-             md_table(c.table) if c.table[1] else "No point and method in common.", ""]
+    parts = ["# quiclab comparison", "", f"- **A**: {c.name_a}", f"- **B**: {c.name_b}", ""]
+    if not c.table[1]:
+        parts += ["No point and method in common.", ""]
+    else:
+        parts += ["## Medians", "", CI_NOTE, "", md_table(c.table), "",
+                  "## Paired ratios B/A", "", COMPARE_NOTE, "", md_table(c.ratio_table), ""]
     for name, only in (("A", c.only_a), ("B", c.only_b)):
         if only:
             parts += [f"Only in {name}:", "", *[f"- {s}" for s in only], ""]

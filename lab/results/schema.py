@@ -63,6 +63,8 @@ class RunRecord:
     client_rcvbuf_drops: int | None = None
     # the transfer's timeout in force (s): a run that timed out or failed is right-censored here in the statistics
     timeout_s: float | None = None
+    # in a merged sweep (`quiclab merge`): the shard and machine that ran this run, as compact JSON; empty otherwise
+    host: str = ""
     # adverse conditions (lab/adverse, docs/adverse.md): empty unless the run had them
     faults_actual: str = ""  # JSON list: per fault its spec, state, actual start/end (s from the transfer's start, UTC)
     competing: str = ""      # JSON: per flow (measured first) bytes, share and Mbit/s in the shared interval, series

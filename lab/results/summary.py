@@ -12,10 +12,16 @@ from typing import Any
 from lab.results.schema import RunRecord
 from lab.results.stats import (
     CI,
+    Dist,
+    Est,
     GroupStats,
+    PairedRatio,
     RatioStats,
+    censored_counts,
+    censored_runs,
     exclusion_counts,
     exclusion_reason,
+    is_censored,
     method_label,
     protocol_label,
     ratios,
@@ -23,13 +29,29 @@ from lab.results.stats import (
 )
 
 Table = tuple[list[str], list[list[str]]]
-EXCLUSION_RULE = "Statistics exclude runs whose status is not ok (and ok runs without a measured time)."
-RATIO_NOTE = ("Ratios of medians over the repeats that are ok in both protocols (paired by repeat, same link seed). "
-              "Time ratio < 1 and goodput ratio > 1 mean HTTP/3 was faster.")
+EXCLUSION_RULE = ("Statistics exclude runs that are not results: status unsupported (never run), interrupted "
+                  "(legacy rows) and ok runs without a measured time. Failed and timed-out runs are results: they "
+                  "count as not completed within their timeout (censored), listed under \"Runs that did not "
+                  "complete\".")
+CENSORING_RULE = ("A failed or timed-out run did not deliver the verified object within its timeout (timeout_s): "
+                  "it counts in n, censored: its time ranks above every completed time, its goodput below every "
+                  "completed goodput.")
+CI_NOTE = ("n = results (completed + censored runs). Median and IQR interpolate linearly. CI: the distribution-free "
+           "order-statistic interval of the median [x(k), x(n\u2212k+1)], with the narrowest k whose exact binomial "
+           "coverage is \u2265 95 %; below n = 6 no such pair exists and the CI is the range [min, max] at the level "
+           "it has (93.8 % at n = 5, 87.5 % at 4, 75 % at 3, 50 % at 2); none below n = 2. \"CI level\" is the "
+           "coverage each row's CI actually has. Failed and timed-out runs are censored at their timeout: a censored "
+           "time ranks above every completed time, a censored goodput below every completed one; a median, quartile "
+           "or CI end that falls on one shows as the bound it has: \">t\" (time), \"<g\" (goodput).")
+RATIO_NOTE = ("Ratio = the median of the per-pair ratios HTTP/3 \u00f7 TCP, a pair being the same point, client, "
+              "server and repeat (the same link seed), with the order-statistic CI of that median and its level (same "
+              "rule as above). Time ratio < 1 and goodput ratio > 1 mean HTTP/3 was faster. A pair with one side "
+              "censored has a ratio known only as a bound and ranks beyond every pair that both completed (time ratio "
+              "\">r\" when HTTP/3 did not complete, \"<r\" when TCP did not); a pair with both sides censored is "
+              "indeterminate and excluded, as is a repeat with a result on one side only (unpaired); both counted.")
 NA = "-"  # a missing value
 UNSUPPORTED = "unsupported"  # a client/server/protocol combination the registry rules out (never run)
 EN = "\u2013"  # en dash between the ends of a range
-CI_NOTE = "95 % CI: percentile bootstrap of the median (2000 resamples, fixed seed); none when n < 2."
 
 
 def sig3(v: float | None) -> str:
@@ -42,8 +64,31 @@ def sig3(v: float | None) -> str:
     return f"{v:.{decimals}f}"
 
 
+def fmt_est(e: Est | None, scale: float = 1.0) -> str:
+    """An estimate, or the bound censoring leaves of it: "18.6", ">120" (above 120), "<0.667", ">?" (bound unknown),
+    "?" (not determinable)."""
+    if e is None:
+        return NA
+    if e.bound == "?":
+        return "?"
+    shown = "?" if e.value is None else sig3(e.value * scale)
+    return f"{e.bound}{shown}"
+
+
 def fmt_ci(ci: CI | None, scale: float = 1.0) -> str:
-    return f"{sig3(ci[0] * scale)}{EN}{sig3(ci[1] * scale)}" if ci else NA
+    return f"{fmt_est(ci.lo, scale)}{EN}{fmt_est(ci.hi, scale)}" if ci else NA
+
+
+def fmt_level(ci: CI | None) -> str:
+    """The coverage a CI actually has: "93.8 %", "96.9 %"."""
+    return f"{ci.level * 100:.1f} %" if ci else NA
+
+
+def fmt_counts(total: int, parts: dict[str, int]) -> str:
+    """"0", or "3 (failed 2, timeout 1)"."""
+    if not total:
+        return "0"
+    return f"{total} (" + ", ".join(f"{k} {v}" for k, v in parts.items()) + ")"
 
 
 def first(manifest: dict[str, Any], *keys: str) -> Any:
@@ -63,7 +108,8 @@ def _join(values: Sequence[Any]) -> str:
 
 def header_items(records: Sequence[RunRecord], manifest: dict[str, Any]) -> list[tuple[str, str]]:
     """Key facts of the sweep, from the manifest with the runs as fallback."""
-    ok = sum(1 for r in records if exclusion_reason(r) is None)
+    excluded = sum(1 for r in records if exclusion_reason(r) is not None)
+    censored = sum(1 for r in records if is_censored(r))
     repeats = first(manifest, "repeats") or (max((r.repeat for r in records), default=-1) + 1)
     commit = first(manifest, "git_commit", "git.commit", "commit")
     if commit and first(manifest, "git_dirty", "git.dirty"):
@@ -78,46 +124,55 @@ def header_items(records: Sequence[RunRecord], manifest: dict[str, Any]) -> list
         ("shaper", str(first(manifest, "shaper") or _join([r.shaper for r in records]))),
         ("swept parameter", _join([r.x_name for r in records])),
         ("object size (bytes)", _join(sorted({r.size_bytes for r in records}))),
-        ("runs", f"{len(records)} ({ok} ok, {len(records) - ok} excluded)"),
+        ("runs", f"{len(records)} ({len(records) - excluded - censored} completed, {censored} censored, "
+                 f"{excluded} excluded)"),
         ("repeats", str(repeats)),
     ]
     return items
 
 
-def _median_iqr(d: Any, scale: float = 1.0) -> str:
+def _median_iqr(d: Dist | None, scale: float = 1.0) -> str:
     if d is None:
         return NA
-    return f"{sig3(d.median * scale)} [{sig3(d.q1 * scale)}{EN}{sig3(d.q3 * scale)}]"
-
-
-def _excluded_cell(g: GroupStats) -> str:
-    if not g.n_excluded:
-        return "0"
-    return f"{g.n_excluded} (" + ", ".join(f"{k} {v}" for k, v in g.excluded.items()) + ")"
+    return f"{fmt_est(d.median, scale)} [{fmt_est(d.q1, scale)}{EN}{fmt_est(d.q3, scale)}]"
 
 
 def stats_table(groups: Sequence[GroupStats]) -> Table:
-    cols = ["parameter", "method", "n", "transfer time s median [IQR]", "time 95 % CI",
-            "goodput Mbit/s median [IQR]", "goodput 95 % CI", "excluded"]
+    """Per point and method: n (results), time and goodput median [IQR] and CI, the CI's level (time and goodput
+    come from the same runs, so their CIs share it), censored and excluded counts."""
+    cols = ["parameter", "method", "n", "time s median [IQR]", "time CI", "goodput Mbit/s median [IQR]",
+            "goodput CI", "CI level", "censored", "excluded"]
     rows = []
     for g in groups:
+        excluded = fmt_counts(g.n_excluded, g.excluded)
         if g.n == 0 and set(g.excluded) == {UNSUPPORTED}:  # the matrix says "unsupported", not a failure
             rows.append([g.point_label, method_label(g.protocol, g.client, g.server), "0", UNSUPPORTED, NA,
-                         UNSUPPORTED, NA, _excluded_cell(g)])
+                         UNSUPPORTED, NA, NA, "0", excluded])
             continue
+        t, gp = g.total_s, g.goodput_bps
         rows.append([g.point_label, method_label(g.protocol, g.client, g.server), str(g.n),
-                     _median_iqr(g.total_s), fmt_ci(g.total_s.ci if g.total_s else None),
-                     _median_iqr(g.goodput_bps, 1e-6), fmt_ci(g.goodput_bps.ci if g.goodput_bps else None, 1e-6),
-                     _excluded_cell(g)])
+                     _median_iqr(t), fmt_ci(t.ci if t else None),
+                     _median_iqr(gp, 1e-6), fmt_ci(gp.ci if gp else None, 1e-6), fmt_level(t.ci if t else None),
+                     fmt_counts(g.n_censored, g.censored), excluded])
     return cols, rows
 
 
+def pair_cells(p: PairedRatio) -> list[str]:
+    """pairs, time ratio, its CI, goodput ratio, its CI, CI level, censored pairs, excluded pairs."""
+    t, g = p.time, p.goodput
+    return [str(p.n_pairs), fmt_est(t.median if t else None), fmt_ci(t.ci if t else None),
+            fmt_est(g.median if g else None), fmt_ci(g.ci if g else None), fmt_level(t.ci if t else None),
+            str(p.n_censored), fmt_counts(p.n_excluded, p.excluded)]
+
+
+PAIR_COLUMNS = ["pairs", "time ratio", "time CI", "goodput ratio", "goodput CI", "CI level", "censored pairs",
+                "excluded pairs"]
+
+
 def ratio_table(rs: Sequence[RatioStats]) -> Table:
-    cols = ["parameter", "client→server", "comparison", "pairs", "time ratio", "time 95 % CI",
-            "goodput ratio", "goodput 95 % CI"]
+    cols = ["parameter", "client→server", "comparison", *PAIR_COLUMNS]
     rows = [[r.point_label, f"{r.client}→{r.server}",
-             f"{protocol_label(r.numerator)} / {protocol_label(r.denominator)}", str(r.n_pairs),
-             sig3(r.time_ratio), fmt_ci(r.time_ci), sig3(r.goodput_ratio), fmt_ci(r.goodput_ci)] for r in rs]
+             f"{protocol_label(r.numerator)} / {protocol_label(r.denominator)}", *pair_cells(r.pairs)] for r in rs]
     return cols, rows
 
 
@@ -129,6 +184,11 @@ def clean(text: str, limit: int = 200) -> str:
 
 def excluded_table(records: Sequence[RunRecord]) -> Table:
     counts = exclusion_counts(records)
+    return ["status", "reason", "runs"], [[s, clean(f) or NA, str(n)] for (s, f), n in counts.items()]
+
+
+def censored_table(records: Sequence[RunRecord]) -> Table:
+    counts = censored_counts(records)
     return ["status", "reason", "runs"], [[s, clean(f) or NA, str(n)] for (s, f), n in counts.items()]
 
 
@@ -203,6 +263,12 @@ def summary_markdown(records: Sequence[RunRecord], manifest: dict[str, Any]) -> 
     rat = ratios(records)
     parts += ["## HTTP/3 vs TCP", "", RATIO_NOTE, "",
               md_table(ratio_table(rat)) if rat else "No HTTP/3 and TCP runs to compare.", ""]
+    cens = censored_runs(records)
+    parts += ["## Runs that did not complete", "", CENSORING_RULE, "",
+              f"{len(cens)} of {len(records)} runs did not complete (censored)." if cens
+              else "Every run that is a result completed.", ""]
+    if cens:
+        parts += [md_table(censored_table(records)), ""]
     exc = excluded_table(records)
     n_exc = sum(int(r[2]) for r in exc[1])
     parts += ["## Excluded runs", "", EXCLUSION_RULE, "",

@@ -122,3 +122,21 @@ def timeout_for(s: Scenario, p: Point) -> float:
         rate = min(rate, 1448 * 8 / rtt * 1.22 / math.sqrt(loss))
     expected = p.size * 8 / rate + 10 * rtt
     return min(3600.0, max(60.0, 4 * expected + 10))
+
+
+def groups(runs: list[PlannedRun]) -> list[tuple[int, int]]:
+    """The plan's (point, repeat) groups, sorted: each holds every protocol/client/server run of one paired
+    comparison (one link seed)."""
+    return sorted({(r.point.index, r.repeat) for r in runs})
+
+
+def shard(runs: list[PlannedRun], index: int, count: int) -> list[PlannedRun]:
+    """Shard `index` of `count` (1-based) of a plan: whole (point, repeat) groups, dealt in turn over the groups
+    sorted by point and repeat (so every shard gets about repeats/count of every point: a slow point is spread
+    over the shards, and a difference between shards' machines spreads over all points instead of mimicking a
+    parameter's effect). The runs keep their keys, seeds and `order`; a shard executes them in the plan's order.
+    The shards of one plan are disjoint and together hold every run."""
+    if not 1 <= index <= count:
+        raise ValueError(f"shard {index}/{count}: need 1 <= index <= count")
+    mine = {g for n, g in enumerate(groups(runs)) if n % count == index - 1}
+    return sorted((r for r in runs if (r.point.index, r.repeat) in mine), key=lambda r: r.order)

@@ -40,14 +40,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from lab.adverse import spec as adverse
 from lab.endpoints import check_server, get_client
 from lab.endpoints.registry import registry
-from lab.errors import UsageError
+from lab.errors import UsageError, validation_line
 from lab.evidence.capture import parse_kinds
+from lab.link import shaper
 from lab.link.shaper import BACKENDS
 from lab.link.spec import DIRECTION_KEYS, LINK_KEYS, parse_link
 from lab.protocols import parse_protocol
 from lab.sizes import parse_size
 
 OFF = "off"
+MAX_REPEATS = 1000
+MAX_SEED = 2**63 - 1
 
 #: Run dimensions that are not link parameters: key -> validator of one value (raises UsageError naming it).
 #: A scenario sets one as a top-level default (e.g. `cc = "reno"`) or sweeps it (`[sweep] cc = [...]`); the plan
@@ -68,8 +71,8 @@ class Scenario(BaseModel):
     servers: list[str] = ["nginx"]
     quic_cc: dict[str, str] = {}
     sizes: list[str] = ["1MB"]
-    repeats: int = Field(default=5, ge=1, le=1000)
-    seed: int = Field(default=1, ge=0, lt=2**63)
+    repeats: int = Field(default=5, ge=1, le=MAX_REPEATS)
+    seed: int = Field(default=1, ge=0, le=MAX_SEED)
     timeout: float = Field(default=0, ge=0, le=3600)
     shaper: str = "auto"
     log_y: bool = False
@@ -94,14 +97,7 @@ class Scenario(BaseModel):
 
 
 def _fail(where: str, e: ValidationError) -> UsageError:
-    err = e.errors()[0]
-    loc = ".".join(str(x) for x in err["loc"])
-    value = err.get("input")
-    shown = "" if isinstance(value, dict) else f" (got {value!r})"
-    if err["type"] == "extra_forbidden":
-        allowed = ", ".join(Scenario.model_fields)
-        return UsageError(f"{where}: unknown key {loc!r}: allowed are {allowed}")
-    return UsageError(f"{where}: invalid {loc}{shown}: {err['msg']}")
+    return UsageError(f"{where}: {validation_line(e, 'key', Scenario.model_fields)}")
 
 
 def validate(data: dict[str, Any], where: str) -> Scenario:
@@ -154,7 +150,7 @@ def validate(data: dict[str, Any], where: str) -> Scenario:
     for combo in itertools.product(*(vs for _, vs in link_dims)):
         setting = {k: v for (k, _), v in zip(link_dims, combo, strict=True) if v != OFF}
         try:
-            parse_link({**link, **setting}, down, up)
+            shaper.check(s.shaper, parse_link({**link, **setting}, down, up))
         except UsageError as e:
             raise UsageError(f"{where}: {e}") from None
     from lab.adverse.check import check_scenario  # (lazy: it plans the points, and the planner imports this module)
@@ -172,9 +168,11 @@ def _check_directional(down: Any, up: Any, where: str) -> None:
 def read(path: Path) -> dict[str, Any]:
     """A scenario file's raw TOML (before overrides and validation); errors name the file."""
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise UsageError(f"cannot read scenario {str(path)!r}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"cannot read scenario {str(path)!r}: not UTF-8 text (a TOML file is)") from None
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"scenario {str(path)!r} is not valid TOML: {e}") from None
 

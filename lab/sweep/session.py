@@ -13,12 +13,12 @@ from rich.text import Text
 
 from lab import config, lab, lock, terminal
 from lab.errors import QuiclabError
-from lab.link import shaper
+from lab.link import linkem, shaper
 from lab.link.model import Link
 from lab.observe.push import Publisher
 from lab.results.report import build_report
 from lab.results.schema import RunRecord
-from lab.sweep import environment, runner, store
+from lab.sweep import environment, runner, shard, startup_cache, store
 from lab.sweep.plan import PlannedRun, plan, points, timeout_for
 from lab.sweep.runner import Context
 from lab.sweep.scenario import Scenario, validate
@@ -145,9 +145,10 @@ def resolve_shaper(s: Scenario) -> shaper.Choice:
     return choices[0]
 
 
-def start(s: Scenario, preset: str | None, results_dir: Path) -> tuple[Path, bool]:
+def start(s: Scenario, preset: str | None, results_dir: Path,
+          part: shard.ShardSpec | None = None) -> tuple[Path, bool]:
     with lock.holding():
-        return _start(s, preset, results_dir)
+        return _start(s, preset, results_dir, part)
 
 
 def resume(folder: Path) -> tuple[Path, bool]:
@@ -170,15 +171,18 @@ def _mark_interrupted(folder: Path) -> None:
         runner.stop_everything()
 
 
-def _start(s: Scenario, preset: str | None, results_dir: Path) -> tuple[Path, bool]:
+def _start(s: Scenario, preset: str | None, results_dir: Path, part: shard.ShardSpec | None) -> tuple[Path, bool]:
     lab.require_up()
-    runs = plan(s)
-    folder = store.new_folder(results_dir, s.name)
+    every = plan(s)
+    runs = part.select(every) if part else every
+    folder = store.new_folder(results_dir, shard.folder_name(s.name, part))
     manifest = _manifest(s, preset, len(runs))
+    manifest.update(shard.manifest_fields(s, every, part))
     manifest["status"] = "starting"
     store.write_json_atomic(folder / store.MANIFEST, manifest)  # a sweep folder from the start: resumable
     terminal.info(f"sweep {s.name}: {len(points(s))} points x {len(s.protocols)} protocols x "
-                  f"{len(s.clients) * len(s.servers)} client/server pairs x {s.repeats} repeats = {len(runs)} runs "
+                  f"{len(s.clients) * len(s.servers)} client/server pairs x {s.repeats} repeats = {len(every)} runs"
+                  f"{f' (shard {part}: {len(runs)} runs)' if part else ''} "
                   f"-> {folder.relative_to(config.ROOT) if folder.is_relative_to(config.ROOT) else folder}")
     try:
         _record_environment(folder, s, manifest)
@@ -193,14 +197,27 @@ def _record_environment(folder: Path, s: Scenario, manifest: dict[str, Any]) -> 
     here leaves a resumable folder (the resume records them) and an unimpaired link."""
     try:
         with terminal.status("recording versions and checking the shaper"):
-            manifest["versions"] = environment.versions()
-            manifest["congestion_control"] = environment.congestion_control()
-            manifest["implementations"] = environment.implementations([*s.clients, *s.servers], s.quic_cc)
             choice = resolve_shaper(s)
             terminal.info(f"shaper: {choice.backend} ({choice.reason})")
-            manifest["shaper"], manifest["shaper_reason"] = choice.backend, choice.reason
             pts = points(s)
-            manifest["self_check"] = environment.self_check(pts[0].link, choice.backend) if pts else {}
+            first = pts[0].link if pts else None
+            impls = [*s.clients, *s.servers]
+
+            def measure() -> dict[str, Any]:
+                return {"versions": environment.versions(),
+                        "congestion_control": environment.congestion_control(),
+                        "implementations": environment.implementations(impls, s.quic_cc),
+                        "self_check": environment.self_check(first, choice.backend) if first else {}}
+
+            parts = {"implementations": impls, "quic_cc": s.quic_cc, "backend": choice.backend,
+                     "link": linkem.to_json(first) if first else None}
+            facts, provenance = startup_cache.cached(parts, measure)
+            manifest.update(facts)
+            manifest["startup_cache"] = provenance
+            manifest["shaper"], manifest["shaper_reason"] = choice.backend, choice.reason
+            if provenance["reused"]:
+                terminal.info(f"versions and shaper self-check: unchanged lab, reusing those measured at "
+                              f"{provenance['measured_at']}")
             manifest["status"] = "running"
     except KeyboardInterrupt:
         for key in ("versions", "shaper"):  # incomplete: the resume records the environment again
@@ -223,7 +240,7 @@ def _resume(folder: Path) -> tuple[Path, bool]:
     lab.require_up()
     manifest = store.read_manifest(folder)
     s = validate(manifest["scenario"], str(folder / store.MANIFEST))
-    runs = plan(s)
+    runs = shard.restrict(manifest, plan(s))  # a shard's folder holds its shard of the plan
     kept = store.completed_runs(store.load_runs(folder, report_torn=True), {r.key for r in runs})
     store.rewrite_runs(folder, list(kept.values()))
     todo = [r for r in runs if r.key not in kept]

@@ -44,7 +44,7 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         doc = json.loads(path.read_text())
     except OSError:
         raise UsageError(f"{str(folder)!r} is not a sweep folder: no readable {MANIFEST}") from None
-    except json.JSONDecodeError as e:
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
         raise UsageError(f"{str(path)!r} is not valid JSON: {e}") from None
     if not isinstance(doc, dict) or "scenario" not in doc:
         raise UsageError(f"{str(path)!r} has no scenario: it was not written by `quiclab sweep`")
@@ -77,15 +77,19 @@ def rewrite_runs(folder: Path, records: list[RunRecord]) -> None:
     os.replace(tmp, path)
 
 
-def latest_matching(results_dir: Path, scenario: dict[str, Any]) -> Path | None:
-    """The newest results folder whose manifest holds exactly this scenario (for `quiclab sweep --reuse`)."""
+def latest_matching(results_dir: Path, scenario: dict[str, Any], shard: dict[str, int] | None = None) -> Path | None:
+    """The newest results folder whose manifest holds exactly this scenario and shard ({index, count}; None: the
+    whole plan) (for `quiclab sweep --reuse`)."""
     candidates = sorted(results_dir.glob(f"*-{scenario['name']}*/{MANIFEST}"), reverse=True)
     for manifest in candidates:
         try:
             doc = json.loads(manifest.read_text())
-        except (OSError, json.JSONDecodeError):
+        except (OSError, ValueError):  # unreadable, not JSON, not UTF-8: not a candidate
             continue
-        if isinstance(doc, dict) and doc.get("scenario") == scenario:
+        if not isinstance(doc, dict) or doc.get("scenario") != scenario or "shards" in doc:  # not a merge
+            continue
+        theirs, wanted = doc.get("shard") or {}, shard or {}
+        if (theirs.get("index"), theirs.get("count")) == (wanted.get("index"), wanted.get("count")):
             return manifest.parent
     return None
 

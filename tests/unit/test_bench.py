@@ -1,6 +1,6 @@
 """The link benchmark's pure logic: how side-by-side forwarding pairs are summarized."""
 
-from lab.bench.link import CapacityPair, summarize_capacity
+from lab.bench.link import CapacityPair, percentile, summarize_capacity
 
 
 def test_disturbed_pairs_are_set_aside():
@@ -19,3 +19,11 @@ def test_all_disturbed_uses_every_pair():
 
 def test_ratio_of_a_failed_kernel_run_is_zero():
     assert CapacityPair(0.0, 1.0, steal_pct=0).ratio == 0.0
+
+
+def test_delay_percentiles_are_measured_samples():
+    xs = [0.4, 0.1, 0.3, 0.2, 5.0]
+    assert percentile(xs, 0.5) == 0.3
+    assert percentile(xs, 0.99) == 5.0  # nearest rank: the worst sample, not an interpolation toward it
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 3.0  # rank 1.5 rounds half to even: index 2
+    assert percentile([7.0], 0.99) == 7.0

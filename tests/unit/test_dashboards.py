@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import base64
 import http.server
 import json
 import re
 import shutil
 import subprocess
 import threading
+import urllib.parse
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from lab import config
 from lab.observe import push
-from lab.observe.exposition import Family, render
+from lab.observe.exposition import Family, number, render
 from lab.observe.push import Publisher, Pushgateway
 from lab.observe.sweep_metrics import SweepState
 from lab.results.schema import RunRecord
@@ -113,9 +116,24 @@ def sample_texts() -> list[str]:
 
 def test_exposition_text_shape():
     text = Family("quiclab_x_total", "counter", 'a "help"\nline').add(3, {"a": 'q"\\\n'}).text()
-    assert text.splitlines() == ['# HELP quiclab_x_total a "help" line', "# TYPE quiclab_x_total counter",
-                                 'quiclab_x_total{a="q\\"\\\\\\n"} 3']
+    assert text.splitlines() == ['# HELP quiclab_x_total a "help"\\nline', "# TYPE quiclab_x_total counter",
+                                 'quiclab_x_total{a="q\\"\\\\\\n"} 3.0']
     assert render([Family("quiclab_empty", "gauge", "nothing")]) == ""
+    with pytest.raises(ValueError, match="_total"):
+        Family("quiclab_x", "counter", "a counter's name ends in _total")
+
+
+def test_summary_quartiles_are_numpys_and_labels_keep_their_format():
+    values = [4.0, 1.0, 3.0, 2.0, 10.0]
+    fam = Family("quiclab_t_seconds", "summary", "t").add_summary(values, {"x": "0.5"})
+    got = {s[1].get("quantile", s[0]): s[2] for s in fam.samples}
+    for q in (0.25, 0.5, 0.75):
+        assert got[str(q)] == pytest.approx(float(np.quantile(values, q)))
+    assert got["_sum"] == 20 and got["_count"] == 5
+    assert 'quiclab_t_seconds{quantile="0.5",x="0.5"} 3.0' in fam.text()
+    assert number(5.0) == "5" and number(0.25) == "0.25"  # label values as the dashboards have always seen them
+    empty = Family("quiclab_e_seconds", "summary", "e").add_summary([])
+    assert [s[2] for s in empty.samples][-2:] == [0, 0]
     for t in sample_texts():
         assert "run_key" not in t and "repeat" not in t  # labels stay bounded: never a per-run id
 
@@ -164,8 +182,44 @@ def test_publisher_pushes_each_changed_group():
     puts = [(path, body) for method, path, body in _Gateway.seen if method == "PUT"]
     assert any("quiclab_sweep_runs_total" in body for _, body in puts)
     assert "quiclab_sweep_running 0" in puts[-1][1]
-    assert all(path.startswith("/metrics/job/quiclab_sweep/sweep@base64/") for path, _ in puts)
+    groups = [grouping_key(path) for path, _ in puts]
+    assert all(g["job"] == "quiclab_sweep" and g["sweep"] == "quick" for g in groups)
+    first = runs[0]
+    assert {"job": "quiclab_sweep", "sweep": "quick", "point": str(first.point.index),
+            "protocol": first.protocol.value, "client": first.client, "server": first.server} in groups
     assert not pub.dirty and not pub.warned
+
+
+def grouping_key(path: str) -> dict[str, str]:
+    """The labels of a Pushgateway group path /metrics/job/<job>/<label>[@base64]/<value>..."""
+    parts = path.split("/")[2:]
+    out = {}
+    for k, v in zip(parts[::2], parts[1::2], strict=True):
+        if k.endswith("@base64"):
+            out[k.removesuffix("@base64")] = base64.urlsafe_b64decode(v + "=" * (-len(v) % 4)).decode() if v != "=" \
+                else ""
+        else:
+            out[k] = urllib.parse.unquote_plus(v)
+    return out
+
+
+def test_any_label_value_reaches_the_gateway_intact():
+    _Gateway.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Gateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    odd = {"job": "quiclab_sweep", "sweep": "a/b c", "protocol": "h3+x%", "client": ""}
+    try:
+        gw = Pushgateway([f"http://127.0.0.1:{server.server_address[1]}"])
+        gw.put(odd, [Family("quiclab_sweep_running", "gauge", "r").add(1)])
+        gw.delete(odd)
+        assert gw.groups() == []
+    finally:
+        server.shutdown()
+    seen = [s for s in _Gateway.seen if s[1] != "/-/ready"]  # the probe for an address that answers
+    (put_method, put_path, body), (del_method, del_path, _), (get_method, get_path, _) = seen
+    assert (put_method, del_method, get_method) == ("PUT", "DELETE", "GET") and get_path == "/api/v1/metrics"
+    assert grouping_key(put_path) == grouping_key(del_path) == odd
+    assert "quiclab_sweep_running 1.0" in body
 
 
 def test_unreachable_gateway_warns_once_and_does_not_raise(monkeypatch):

@@ -203,7 +203,7 @@ def test_a_scenario_can_choose_a_settable_quic_cc_only():
     with pytest.raises(UsageError,
                        match=r"s: invalid quic_cc.gtlsclient 'vegas' for gtlsclient: allowed are cubic, reno, bbr"):
         validate({**base, "quic_cc": {"gtlsclient": "vegas"}}, "s")
-    with pytest.raises(UsageError, match=r"quic_cc.curl: curl cannot choose its congestion control"):
+    with pytest.raises(UsageError, match=r"s: invalid quic_cc.curl 'bbr': curl cannot choose its congestion control"):
         validate({**base, "quic_cc": {"curl": "bbr"}}, "s")
     with pytest.raises(UsageError, match=r"quic_cc.nginx: not one of the scenario's clients"):
         validate({**base, "quic_cc": {"nginx": "bbr"}}, "s")

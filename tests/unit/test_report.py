@@ -9,12 +9,13 @@ import pytest
 
 from lab.errors import UsageError
 from lab.results.report import build_report, compare_markdown, compare_sweeps
-from lab.results.schema import csv_text
+from lab.results.schema import csv_text, read_runs
 from tests.unit.test_stats import make_record
 
 LOSSES = (0.0, 0.5, 1.0, 3.0)
 PROTOCOLS = ("h1", "h2", "h3")
 REPEATS = 4
+TIMEOUT = 120.0
 FAILED = {(1, "h3", 2): ("failed", "curl exit 56: connection reset"), (3, "h1", 0): ("timeout", "no answer in 120 s")}
 
 
@@ -29,7 +30,7 @@ def make_sweep(folder, name="loss-demo", slow=1.0, x_name="loss_pct"):
                 status, failure = FAILED.get((p, pr, rep), ("ok", ""))
                 x = loss if x_name == "loss_pct" else float(p)
                 recs.append(make_record(point=p, protocol=pr, repeat=rep, total_s=base * (1 + 0.03 * rep),
-                                        status=status, failure=failure, x=x, x_name=x_name,
+                                        status=status, failure=failure, x=x, x_name=x_name, timeout_s=TIMEOUT,
                                         label=f"loss={loss:g}% rtt=40ms" if x_name == "point" else None,
                                         sweep=name))
     (folder / "runs.csv").write_text(csv_text(recs))
@@ -71,15 +72,63 @@ def test_summary_rows_and_exclusions(tmp_path):
     md = (folder / "summary.md").read_text()
     rows = _table_rows(md, "| parameter | method |")
     assert len(rows) == len(LOSSES) * len(PROTOCOLS)
-    assert rows[0].startswith("| loss=0% | HTTP/1.1 curl→nginx | 4 | 2.09 [2.04\u20132.14] |")
-    assert any("HTTP/3 curl→nginx | 3 |" in r and "1 (failed 1)" in r for r in rows)
+    # n = 4: the CI is the range and says so (87.5 %), never a flat "95 %"
+    assert rows[0] == ("| loss=0% | HTTP/1.1 curl→nginx | 4 | 2.09 [2.04\u20132.14] | 2.00\u20132.18 | "
+                       "3.83 [3.75\u20133.91] | 3.67\u20134.00 | 87.5 % | 0 | 0 |")
+    assert "95 % CI" not in md and "| 95.0 % |" not in md
+    # the failed run counts as a result, censored at its 120 s timeout: n stays 4, the CI's far end is a bound
+    assert ("| loss=0.5% | HTTP/3 curl→nginx | 4 | 2.54 [2.45\u2013>32.0] | 2.40\u2013>120 | "
+            "3.15 [<2.31\u20133.26] | <0.0667\u20133.33 | 87.5 % | 1 (failed 1) | 0 |") in rows
+    assert any("HTTP/1.1 curl→nginx | 4 |" in r and "| 1 (timeout 1) | 0 |" in r for r in rows)
     for needle in ("loss-demo", "connectify-loss", "0123abcd", "linkem", "## HTTP/3 vs TCP", "## Excluded runs",
-                   "statistics exclude runs whose status is not ok", "curl exit 56: connection reset",
-                   "no answer in 120 s", "2 of 48 runs excluded", "## Shaper self-check", "measured_ms: 40.8"):
+                   "## Runs that did not complete", "Failed and timed-out runs are results",
+                   "curl exit 56: connection reset", "no answer in 120 s", "2 of 48 runs did not complete (censored)",
+                   "No runs excluded", "48 (46 completed, 2 censored, 0 excluded)",
+                   "median of the per-pair ratios", "order-statistic", "## Shaper self-check", "measured_ms: 40.8"):
         assert needle.lower() in md.lower(), needle
     ratio_rows = _table_rows(md, "| parameter | client→server | comparison |")
     assert len(ratio_rows) == len(LOSSES) * 2
-    assert "| HTTP/3 / HTTP/1.1 | 4 | 0.800 |" in ratio_rows[0]
+    assert ratio_rows[0] == ("| loss=0% | curl→nginx | HTTP/3 / HTTP/1.1 | 4 | 0.800 | 0.800\u20130.800 | 1.25 | "
+                             "1.25\u20131.25 | 87.5 % | 0 | 0 |")
+    # HTTP/3 failed in one pair at loss 0.5 %: that pair's time ratio is > 120 / 3.18 and ranks highest
+    assert ratio_rows[2] == ("| loss=0.5% | curl→nginx | HTTP/3 / HTTP/1.1 | 4 | 0.800 | 0.800\u2013>37.7 | 1.25 | "
+                             "<0.0265\u20131.25 | 87.5 % | 1 | 0 |")
+    # HTTP/1.1 timed out in one pair at loss 3 %: that pair's time ratio is < 6.98 / 120 and ranks lowest
+    assert "| loss=3% | curl→nginx | HTTP/3 / HTTP/1.1 | 4 | 0.800 | <0.0533\u20130.800 |" in ratio_rows[6]
+
+
+def test_non_results_are_excluded_and_counted_everywhere(tmp_path):
+    from lab.results.summary import summary_markdown
+
+    recs = [make_record(protocol=pr, repeat=i, total_s=1.0 + i, timeout_s=TIMEOUT) for pr in ("h1", "h3")
+            for i in range(6)]
+    recs += [make_record(protocol="h2", status="unsupported", failure="no HTTP/2"),
+             make_record(protocol="h3", repeat=6, status="interrupted", failure="interrupted by the user (Ctrl-C)"),
+             make_record(protocol="h1", repeat=6, total_s=3.0, timeout_s=TIMEOUT)]
+    md = summary_markdown(recs, {})
+    rows = _table_rows(md, "| parameter | method |")
+    # times 1, 2, 3, 3, 4, 5, 6 s; goodputs 8 / t Mbit/s; n = 7: the range at 1 - 2/2^7 = 98.4 %
+    assert rows[0] == ("| loss=0% | HTTP/1.1 curl→nginx | 7 | 3.00 [2.50\u20134.50] | 1.00\u20136.00 | "
+                       "2.67 [1.80\u20133.33] | 1.33\u20138.00 | 98.4 % | 0 | 0 |")
+    assert rows[1].endswith("| 0 | unsupported | - | unsupported | - | - | 0 | 1 (unsupported 1) |")
+    assert rows[2].startswith("| loss=0% | HTTP/3 curl→nginx | 6 |") and "| 96.9 % | 0 | 1 (interrupted 1) |" in rows[2]
+    assert "2 of 15 runs excluded" in md and "Every run that is a result completed." in md
+    [ratio] = _table_rows(md, "| parameter | client→server | comparison |")  # no HTTP/2 row: it cannot run
+    assert ratio.endswith("| 6 | 1.00 | 1.00\u20131.00 | 1.00 | 1.00\u20131.00 | 96.9 % | 0 | 1 (unpaired 1) |")
+
+
+def test_plots_state_the_level_they_have(tmp_path):
+    from lab.results.plots import _figure, ci_levels
+    from lab.results.stats import summarize
+
+    folder = make_sweep(tmp_path / "s")
+    recs = read_runs(folder / "runs.csv").records
+    groups = summarize(recs)
+    assert ci_levels(groups) == "87.5 %"
+    title = _figure(groups, {}, "time", "t").axes[0].get_title()
+    assert "at 87.5 %" in title and "95 %" not in title and "censored" in title
+    more = summarize([*recs, make_record(point=0, protocol="h1", repeat=4, total_s=2.0, timeout_s=TIMEOUT)])
+    assert ci_levels(more) == "87.5\u201393.8 % (by n)"
 
 
 def test_html_is_self_contained(tmp_path):
@@ -104,6 +153,12 @@ def test_all_failed_sweep_still_reports(tmp_path):
     (folder / "runs.csv").write_text(csv_text([make_record(status="failed", failure="image missing")]))
     paths = build_report(folder)  # no manifest.json either
     assert len(paths) == 6
+    md = (folder / "summary.md").read_text()
+    # a failed run is a censored result; with no timeout_s and nothing completed its bound is unknown
+    assert "1 of 1 runs did not complete (censored)" in md and "No runs excluded." in md
+    assert "| 1 | >? [>?\u2013>?] | - | <? [<?\u2013<?] | - | - | 1 (failed 1) | 0 |" in md
+    (folder / "runs.csv").write_text(csv_text([make_record(status="unsupported", failure="no HTTP/3 here")]))
+    build_report(folder)
     assert "1 of 1 runs excluded" in (folder / "summary.md").read_text()
 
 
@@ -111,12 +166,30 @@ def test_compare_two_sweeps(tmp_path):
     a = make_sweep(tmp_path / "a", name="before")
     b = make_sweep(tmp_path / "b", name="after", slow=2.0)
     md = compare_markdown(a, b)
-    rows = _table_rows(md, "| parameter | method |")
+    rows = _table_rows(md, "| parameter | method | n A/B |")
     assert len(rows) == len(LOSSES) * len(PROTOCOLS)
-    assert all("| 2.00 |" in r and "| 0.500 |" in r for r in rows), rows  # time B/A 2, goodput B/A 0.5
-    assert "before" in md and "after" in md
+    assert rows[0] == "| loss=0% | HTTP/1.1 curl→nginx | 4/4 | 0/0 | 0/0 | 2.09 | 4.18 | 3.83 | 1.91 |"
+    ratio_rows = _table_rows(md, "| parameter | method | pairs |")
+    assert len(ratio_rows) == len(rows)
+    assert all("| 2.00 | 2.00\u20132.00 | 0.500 | 0.500\u20130.500 |" in r for r in ratio_rows), ratio_rows
+    # the run that failed in both sweeps (same point, method, repeat) is an indeterminate pair: excluded, shown
+    assert ratio_rows[5] == ("| loss=0.5% | HTTP/3 curl→nginx | 3 | 2.00 | 2.00\u20132.00 | 0.500 | "
+                             "0.500\u20130.500 | 75.0 % | 0 | 1 (both censored 1) |")
+    assert "before" in md and "after" in md and "median of the per-pair ratios" in md
     c = compare_sweeps(a, a)
     assert not c.only_a and not c.only_b
+
+
+def test_compare_pairs_only_the_same_link_seed(tmp_path):
+    a = make_sweep(tmp_path / "a")
+    b = tmp_path / "b"
+    b.mkdir()
+    recs = [make_record(point=0, x=0.0, protocol="h1", repeat=i, total_s=4.0) for i in range(3)]
+    recs[2].seed += 1  # repeat 2 ran over another link seed: not a pair
+    (b / "runs.csv").write_text(csv_text(recs))
+    [row] = compare_sweeps(a, b).ratio_table[1]
+    # pairs: repeat 0 (4 / 2.00) and repeat 1 (4 / 2.06): median (2 + 1.942) / 2
+    assert row[2:4] == ["2", "1.97"] and row[-1] == "2 (seeds differ 1, unpaired 1)"
 
 
 def test_compare_lists_rows_in_one_sweep_only(tmp_path):
@@ -160,10 +233,11 @@ def test_cli_report_and_compare(tmp_path):
     r = CliRunner().invoke(_cli(), ["report", str(a)])
     assert r.exit_code == 0, r.output
     assert "report.html" in r.output and "HTTP/3 curl→nginx" in r.output
+    assert "CI level" in r.output and "87.5 %" in r.output and "1 (failed 1)" in r.output
     before = sorted(p.name for p in b.iterdir())
     r = CliRunner().invoke(_cli(), ["compare", str(a), str(b)])
     assert r.exit_code == 0, r.output
-    assert "2.00" in r.output and "0.500" in r.output
+    assert "2.00" in r.output and "0.500" in r.output and "87.5 %" in r.output and "both censored 1" in r.output
     assert sorted(p.name for p in b.iterdir()) == before  # compare writes nothing
     r = CliRunner().invoke(_cli(), ["report", str(tmp_path / "nowhere")])
     assert isinstance(r.exception, UsageError) and "nowhere" in str(r.exception)

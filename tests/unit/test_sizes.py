@@ -6,13 +6,13 @@ from lab.sizes import MAX_SIZE, format_size, parse_size
 
 @pytest.mark.parametrize(("text", "expected"), [
     ("10kB", 10_000), ("100kB", 100_000), ("1MB", 1_000_000), ("10MB", 10_000_000), ("10MiB", 10_485_760),
-    ("1KiB", 1024), ("123", 123), ("0", 0), ("1.5MB", 1_500_000), ("2 GB", 2_000_000_000), ("7B", 7),
+    ("1KiB", 1024), ("123", 123), ("1", 1), ("1.5MB", 1_500_000), ("2 GB", 2_000_000_000), ("7B", 7),
 ])
 def test_parse_size(text, expected):
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("text", ["-5", "abc", "10XB", "", "1.5B", "5GiB", "1e6"])
+@pytest.mark.parametrize("text", ["-5", "abc", "10XB", "", "1.5B", "5GiB", "1e6", "0", "0kB"])
 def test_bad_sizes_name_the_value(text):
     with pytest.raises(UsageError) as e:
         parse_size(text)

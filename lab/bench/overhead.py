@@ -1,0 +1,93 @@
+"""Per-run overhead benchmark: what a sweep of small objects spends around its transfers.
+
+One small-object scenario (10 kB, 20 ms RTT, 100 Mbit/s, h1/h2/h3 x N repeats, curl -> nginx) is run as real
+sweeps (`quiclab sweep` subprocesses), alternating between the agent path and one `docker exec` per run
+(QUICLAB_AGENT=off), so both are measured side by side on this noisy host. Per sweep: the median per-run lab
+overhead (runs.csv overhead_s: a run's wall time minus the client's own time_total), the sum of transfer times,
+the runs' span (first run's start to the last run's end: transfers plus everything the lab does between them) and
+the whole command's wall time (start-up and report included).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from lab.agent import ENV_AGENT
+from lab.bench import host
+from lab.errors import EnvironmentProblem
+from lab.sweep import store
+
+SCENARIO = """
+name = "overhead-{mode}"
+description = "per-run overhead benchmark ({mode})"
+sizes = ["{size}"]
+repeats = {repeats}
+protocols = ["h1", "h2", "h3"]
+[link]
+rtt = "20ms"
+rate = "100mbit"
+"""
+
+
+@dataclass
+class SweepFigures:
+    mode: str  # agent | exec
+    runs: int
+    ok: int
+    overhead_median_ms: float
+    overhead_p90_ms: float
+    transfers_s: float
+    span_s: float
+    span_over_transfers: float
+    command_s: float
+    steal_pct: float
+
+
+def figures(folder: Path, mode: str, command_s: float, steal_pct: float) -> SweepFigures:
+    runs = sorted(store.load_runs(folder), key=lambda r: r.order)
+    if not runs:
+        raise EnvironmentProblem(f"the {mode} sweep in {folder} recorded no run")
+    over = sorted(r.overhead_s for r in runs if r.overhead_s is not None)
+    transfers = sum(r.total_s or 0.0 for r in runs)
+    starts = [dt.datetime.fromisoformat(r.started_at) for r in runs]
+    span = (max(starts) - min(starts)).total_seconds() + runs[-1].wall_s
+    return SweepFigures(mode=mode, runs=len(runs), ok=sum(r.status == "ok" for r in runs),
+                        overhead_median_ms=statistics.median(over) * 1000,
+                        overhead_p90_ms=over[min(len(over) - 1, int(0.9 * len(over)))] * 1000,
+                        transfers_s=transfers, span_s=span, span_over_transfers=span / transfers if transfers else 0,
+                        command_s=command_s, steal_pct=steal_pct)
+
+
+def run(size: str, repeats: int, rounds: int) -> list[SweepFigures]:
+    out: list[SweepFigures] = []
+    with tempfile.TemporaryDirectory(prefix="quiclab-bench-") as tmp:
+        for i in range(rounds):
+            for mode in (("agent", "exec") if i % 2 == 0 else ("exec", "agent")):
+                scenario = Path(tmp) / f"{mode}-{i}.toml"
+                scenario.write_text(SCENARIO.format(mode=mode, size=size, repeats=repeats))
+                results = Path(tmp) / f"out-{mode}-{i}"
+                env = {**os.environ, ENV_AGENT: "on" if mode == "agent" else "off"}
+                t0 = time.monotonic()
+                with host.StealMeter() as meter:
+                    done = subprocess.run([sys.executable, "-m", "lab", "sweep", "--scenario", str(scenario),
+                                           "--out", str(results)], env=env, capture_output=True, text=True,
+                                          timeout=1800, check=False)
+                if done.returncode != 0:
+                    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                    raise EnvironmentProblem(f"the {mode} sweep failed: {last}")
+                folder = next(p for p in results.iterdir() if p.is_dir())
+                out.append(figures(folder, mode, time.monotonic() - t0, meter.steal_pct))
+    return out
+
+
+def to_json(rows: list[SweepFigures]) -> str:
+    return json.dumps([asdict(r) for r in rows], indent=2)
