@@ -174,3 +174,38 @@ def test_cc_of_port_reads_ss():
     assert cc_of_port(out, 5301) == {"cubic", "bbr"}
     assert cc_of_port(out, 5302) == {"reno"}
     assert cc_of_port(out, 5303) == set()
+
+
+def test_the_client_agent_passes_a_migration_to_gtlsclient(monkeypatch):
+    """images/client/agent.py: CHANGE_LOCAL_ADDR (and NAT_REBINDING) become gtlsclient's migration options."""
+    import importlib.util
+
+    from lab.adverse.path import client_env
+    from lab.config import ROOT
+
+    spec = importlib.util.spec_from_file_location("quiclab_agent", ROOT / "images" / "client" / "agent.py")
+    assert spec is not None and spec.loader is not None
+    agent = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(agent)
+    seen: list[list[str]] = []
+
+    class FakeProc:
+        returncode = 0
+        pid = 0
+
+        def __init__(self, argv, **_kw):
+            seen.append(argv)
+
+        def communicate(self, timeout=None):
+            return b"", b""
+
+    monkeypatch.setattr(agent.subprocess, "Popen", FakeProc)
+    base = {"PROTOCOL": "h3", "URL": "https://ngtcp2.quiclab/obj/1000", "TIMEOUT": "10"}
+    for kind, want in (("migrate", ["--change-local-addr=1500ms"]),
+                       ("migrate-nat", ["--change-local-addr=1500ms", "--nat-rebinding"])):
+        change = parse_path(f"{kind}@1.5s")
+        assert change is not None
+        agent.fetch_ngtcp2({**base, **client_env(change)})
+        assert [a for a in seen[-1] if a.startswith(("--change-local-addr", "--nat-rebinding"))] == want
+    agent.fetch_ngtcp2(base)
+    assert not [a for a in seen[-1] if a.startswith(("--change-local-addr", "--nat-rebinding"))]
