@@ -229,10 +229,18 @@ class NftBlackout(Action):
 
     def __init__(self, fault: Fault) -> None:
         super().__init__(fault)
-        self.times: list[float] = []  # the router's clock (unix time) before and after the add
+        self.times: list[float] = []  # unix time before the add was written, and when nft confirmed it
+        self.shell: rules.NftShell | None = None  # the run's nft shell in the router, if it has one
 
     def apply(self) -> None:
-        add = " ; ".join(rules.blackout_script(_BLACKOUT_TABLE, self.fault.duration_s))
+        script = rules.blackout_script(_BLACKOUT_TABLE, self.fault.duration_s)
+        if self.shell is not None:
+            try:
+                self.times = list(self.shell.run(script))
+            except EnvironmentProblem as e:
+                raise FaultFailed(f"the blackout rule could not be added in the router: {e}") from None
+            return
+        add = " ; ".join(script)
         try:
             out = router.run("bash", "-c", 'a=$EPOCHREALTIME; nft "$1" || exit 1; echo "$a $EPOCHREALTIME"', "qla", add)
         except EnvironmentProblem as e:

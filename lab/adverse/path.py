@@ -69,6 +69,34 @@ def port_change_s(pcap: Path, server_ip: str, server_port: int, zero_unix: float
     return None
 
 
+def flow_began_s(pcap: Path, server_ip: str, server_port: int, zero_unix: float) -> float | None:
+    """The measured flow's first packet from the client (client-side capture), seconds from the transfer's start."""
+    try:
+        packets = read_pcap(pcap.read_bytes())
+    except (OSError, PcapError):
+        return None
+    for p in packets:
+        if p.dst == server_ip and p.dport == server_port and p.src == config.CLIENT_IP:
+            return round(p.time - zero_unix, 4)
+    return None
+
+
+def new_path_seen_s(pcap: Path, change: PathChange, server_ip: str, server_port: int,
+                    zero_unix: float) -> float | None:
+    """When the server's side first saw the client's packets on the new path (router kinds), or None."""
+    try:
+        packets = read_pcap(pcap.read_bytes())
+    except (OSError, PcapError):
+        return None
+    for p in packets:
+        if p.dst != server_ip or p.dport != server_port:
+            continue
+        moved = p.src == rules.NEW_CLIENT_IP if change.kind == "readdr" else p.sport < 32768
+        if moved:
+            return round(p.time - zero_unix, 4)
+    return None
+
+
 def path_frames(pcap: Path, keys: Path) -> dict[str, int] | None:
     """PATH_CHALLENGE / PATH_RESPONSE frames in a decrypted capture, by sender: {"client_challenge": n, ...}; None
     when tshark could not read it."""
@@ -114,8 +142,15 @@ def outcome(change: PathChange, ok: bool, failure: str, applied_s: float | None,
     by_name = {f.name: f for f in files}
     client_pcap, server_pcap, keys = (by_name.get("client-side.pcap"), by_name.get("server-side.pcap"),
                                       by_name.get("keys.log"))
+    if client_pcap is not None:
+        began = doc["flow_began_s"] = flow_began_s(client_pcap, server_ip, server_port, zero_unix)
+        if not change.client_side and applied_s is not None and began is not None and began >= applied_s:
+            doc["outcome"] = "not exercised"  # the connection began on the new path: nothing changed under it
+            doc["note"] = "the transfer's first packet came after the change was applied (a slow start-up)"
     if change.client_side and client_pcap is not None:
         doc["client_port_changed_s"] = port_change_s(client_pcap, server_ip, server_port, zero_unix)
+    if not change.client_side and server_pcap is not None:
+        doc["server_saw_new_path_s"] = new_path_seen_s(server_pcap, change, server_ip, server_port, zero_unix)
     if quic and keys is not None:
         if server_pcap is not None:
             doc["path_frames_server_side"] = path_frames(server_pcap, keys)

@@ -147,6 +147,7 @@ class Conditions:
     scheduler: Scheduler = field(default_factory=Scheduler)
     fault_runs: list[FaultRun] = field(default_factory=list)
     path_applied_s: float | None = None
+    shell: rules.NftShell | None = None  # one nft in the router for timed rule changes (path, nft blackout)
     competing_doc: dict[str, Any] | None = None
     jain_index: float | None = None
     problems: list[str] = field(default_factory=list)
@@ -196,8 +197,12 @@ class Conditions:
     def _path(self) -> None:
         assert self.path is not None
         proto, ip, port = self.path_target
-        pathmod.apply_router(self.path, proto, ip, port)
-        self.path_applied_s = self.scheduler.offset()
+        if self.shell is not None:  # in force between written and confirmed (a few ms): written is recorded
+            written, _ = self.shell.run(rules.rewrite_script(pathmod.TABLE, self.path.kind, proto, ip, port))
+            self.path_applied_s = written - self.scheduler.zero_unix
+        else:
+            pathmod.apply_router(self.path, proto, ip, port)
+            self.path_applied_s = self.scheduler.offset()
 
     def schedule(self) -> None:
         for fr in self.fault_runs:
@@ -231,6 +236,8 @@ class Conditions:
                 pathmod.undo_router()
             except Exception as e:
                 self.problems.append(f"removing the path change's rules: {e}")
+        if self.shell is not None:
+            self.shell.close()
         if self.flows is not None:
             try:
                 if not interrupted:
@@ -328,8 +335,14 @@ def during(settings: dict[str, str], *, server: str, protocol: Protocol, backend
     interrupted = False
     try:
         objects.ensure(size)  # made before time zero (the transfer makes it otherwise)
-        if c.path is not None or any(isinstance(fr.action, NftBlackout) for fr in c.fault_runs):
+        router_rules = (c.path is not None and not c.path.client_side) or any(
+            isinstance(fr.action, NftBlackout) for fr in c.fault_runs)
+        if router_rules:
             rules.clear_all()  # leftovers of a process that was killed outright
+            c.shell = rules.NftShell()
+            for fr in c.fault_runs:
+                if isinstance(fr.action, NftBlackout):
+                    fr.action.shell = c.shell
         if c.flows is not None:
             c.flows.prepare()
         c.schedule()

@@ -305,21 +305,26 @@ def test_competing_flows_report_per_flow_shares_jain_and_the_probe(lab_held, tmp
 
 
 def test_rebinding_quic_survives_with_path_validation_tcp_breaks_with_its_reason(lab_held, tmp_path):
-    """NAT rebinding at the router 1 s into a 10 MB download (20 Mbit/s): HTTP/3 (curl and gtlsclient against
-    nginx) carries on after validating the new path (PATH_CHALLENGE from the server, PATH_RESPONSE from the client,
-    in the decrypted capture); HTTP/2's TCP connection is reset by the server, recorded as a failed run with curl's
-    reason. Both are results, not lab errors."""
+    """NAT rebinding at the router 2 s into a 10 MB download (20 Mbit/s, 4 s): gtlsclient's HTTP/3 carries on after
+    nginx validated the new path (PATH_CHALLENGE from the server, PATH_RESPONSE from the client, in the decrypted
+    capture); HTTP/2's TCP connection is reset by the server, recorded as a failed run with curl's reason. curl's
+    own HTTP/3 (OpenSSL's QUIC client) is recorded whatever happens to it: a result either way, never a lab error."""
     runs = run_scenario(tmp_path, {"name": "rebind", "protocols": ["h2", "h3"], "clients": ["curl", "gtlsclient"],
                                    "sizes": ["10MB"], "timeout": 30, "link": {"rtt": "20ms", "rate": "20mbit"},
-                                   "path": "rebind@1s"}, capture=("pcap", "keylog"))
+                                   "path": "rebind@2s"}, capture=("pcap", "keylog"))
     by = {(r.protocol, r.client): r for r in runs}
-    for client in ("curl", "gtlsclient"):
-        quic = by[("h3", client)]
-        doc = json.loads(quic.path_change)
-        assert quic.status == "ok" and doc["outcome"] == "survived", (client, quic.failure, doc)
-        assert 1.0 <= doc["applied_s"] <= 1.5, doc
-        server_side = doc["path_frames_server_side"]
-        assert server_side["server_challenge"] >= 1 and server_side["client_response"] >= 1, (client, doc)
+    for r in runs:
+        if r.status != "unsupported":
+            doc = json.loads(r.path_change)
+            assert doc["outcome"] != "not exercised", (r.run_key, doc)  # the connection was there before the change
+            assert doc["flow_began_s"] < doc["applied_s"] <= doc["server_saw_new_path_s"], doc
+    quic = by[("h3", "gtlsclient")]
+    doc = json.loads(quic.path_change)
+    assert quic.status == "ok" and doc["outcome"] == "survived", (quic.failure, doc)
+    server_side = doc["path_frames_server_side"]
+    assert server_side["server_challenge"] >= 1 and server_side["client_response"] >= 1, doc
+    curl_quic = json.loads(by[("h3", "curl")].path_change)
+    assert curl_quic["outcome"] == ("survived" if by[("h3", "curl")].status == "ok" else "broken")
     tcp = by[("h2", "curl")]
     doc = json.loads(tcp.path_change)
     assert tcp.status == "failed" and doc["outcome"] == "broken", (tcp.status, doc)
