@@ -196,6 +196,22 @@ ensure_sysctls() {
   now+=" rmem_default=$(sysctl -n net.core.rmem_default)"
   if [ "$changed" = 1 ]; then ok "raised the host's UDP buffer sizes for QUIC: $now"
   else ok "UDP buffer sizes: $now"; fi
+  # Competing TCP flows (docs/adverse.md) choose their congestion control per socket (iperf3 -C), which an endpoint
+  # without CAP_NET_ADMIN may do only for the host-wide allowed list (kernel default: reno + the default, bbr here).
+  local allowed cc
+  allowed=$(sysctl -n net.ipv4.tcp_allowed_congestion_control)
+  for cc in cubic bbr; do
+    if grep -qw "$cc" <<<"$(sysctl -n net.ipv4.tcp_available_congestion_control)" && ! grep -qw "$cc" <<<"$allowed"; then
+      allowed="$allowed $cc"
+    fi
+  done
+  if [ "$allowed" != "$(sysctl -n net.ipv4.tcp_allowed_congestion_control)" ]; then
+    if [ "$(id -u)" = 0 ] && sysctl -qw net.ipv4.tcp_allowed_congestion_control="$allowed" 2>/dev/null; then
+      ok "TCP congestion controls endpoints may choose: $allowed"
+    else
+      warn "competing TCP flows cannot choose their congestion control; run: sysctl -w net.ipv4.tcp_allowed_congestion_control=\"$allowed\""
+    fi
+  fi
 }
 
 # --- Python environment ------------------------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ during the transfer (UdpRcvbufErrors in /proc/net/snmp; the client container run
 
 quiclab-ngtcp2-fetch takes PROTOCOL (h3 only; anything else exits 127 = unsupported), URL, TIMEOUT (seconds),
 CC (cubic | reno | bbr), QLOGDIR and SSLKEYLOGFILE (optional evidence), HOST_ADDR (optional address to connect
-to). gtlsclient reports no timings of its own: time_total is the wall time of the gtlsclient process
+to), CHANGE_LOCAL_ADDR (a duration, e.g. 1000ms: gtlsclient moves to a new local port that long after its
+handshake) and NAT_REBINDING (1: it does so without validating the new path itself). gtlsclient reports no timings of its own: time_total is the wall time of the gtlsclient process
 (connection set-up + handshake + transfer, as curl's time_total); there is no handshake or first-byte time.
 """
 
@@ -102,6 +103,10 @@ def fetch_ngtcp2(env: dict[str, str]) -> tuple[int, str, str]:
         args.append(f"--qlog-dir={env['QLOGDIR']}")
     if env.get("HOST_ADDR"):  # connecting to an address: the name still goes in SNI (caddy refuses a bare address)
         args.append(f"--sni={host}")
+    if env.get("CHANGE_LOCAL_ADDR"):  # a path change by the client itself (lab/adverse/path.py)
+        args.append(f"--change-local-addr={env['CHANGE_LOCAL_ADDR']}")
+        if env.get("NAT_REBINDING"):
+            args.append("--nat-rebinding")
     folder = tempfile.mkdtemp(prefix="quiclab-dl-")
     try:
         drops0 = rcvbuf_errors()

@@ -29,6 +29,7 @@ X_LABELS = {
     "jitter_ms": "jitter (ms)",
     "rate_mbit": "bandwidth (Mbit/s)",
     "size_bytes": "object size (bytes)",
+    "fault_s": "fault duration (s)",
     "point": "link condition",
 }
 COLORS = {"h1": "#1f77b4", "h2": "#ff7f0e", "h3": "#2ca02c"}

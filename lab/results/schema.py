@@ -93,6 +93,13 @@ class RunRecord:
     sender_data_bytes: int | None = None  # their data bytes (TCP payload; QUIC STREAM frame bytes)
     sender_retx_bytes: int | None = None  # data bytes sent again
     loss_response_source: str = ""  # server qlog | pcap (TCP sequence numbers) | pcap decrypted with the key log
+    # adverse conditions (lab/adverse, docs/adverse.md): empty unless the run had them
+    faults_actual: str = ""  # JSON list: per fault its spec, state, actual start/end (s from the transfer's start, UTC)
+    competing: str = ""      # JSON: per flow (measured first) bytes, share and Mbit/s in the shared interval, series
+    jain_index: float | None = None  # Jain's fairness index over all flows in the shared interval
+    probe_rtt_ms_p50: float | None = None  # ping RTT during the run (queueing delay = this - rtt_s)
+    probe_rtt_ms_p95: float | None = None
+    path_change: str = ""    # JSON: kind, when applied, outcome (survived | broken + reason), PATH_* frames seen
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecord))

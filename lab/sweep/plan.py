@@ -14,6 +14,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.adverse.spec import parse_faults
 from lab.link.model import Link
 from lab.link.spec import parse_link
 from lab.link.units import parse_duration, parse_percent, parse_rate
@@ -29,6 +30,7 @@ _X = {  # swept key -> (x_name, numeric value of a setting)
     "jitter": ("jitter_ms", lambda v: parse_duration(v) * 1000),
     "rate": ("rate_mbit", lambda v: parse_rate(v) / 1e6),
     "size": ("size_bytes", lambda v: float(parse_size(v))),
+    "faults": ("fault_s", lambda v: sum(f.duration_s for f in parse_faults(v))),  # total fault time in the run
 }
 
 

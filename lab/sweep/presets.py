@@ -12,6 +12,7 @@ PRESET_DIR = Path(__file__).parent / "presets"
 ALIASES = {
     "loss": "connectify-loss", "rtt": "connectify-rtt", "rate": "connectify-rate", "delay": "survey-delay",
     "jitter": "jitter", "size": "kth-size", "spikes": "survey-spikes", "grid": "survey-grid",
+    "blackout": "stall-blackout", "stall": "server-stall",
 }
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lab import objects
+from lab.adverse import run as adverse
+from lab.adverse.check import unsupported as adverse_unsupported
 from lab.cc import SenderControl
 from lab.endpoints import get_client, sender_cc
 from lab.endpoints.registry import Implementation, registry
@@ -115,7 +117,8 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
     rec = _record(run, ctx, backend, link, started)
     server = registry().server(run.server)
     plan = sender_cc.resolve(server, run.protocol, run.point.settings.get("cc"))
-    why = registry().unsupported(run.client, run.server, run.protocol) or plan.reason
+    why = registry().unsupported(run.client, run.server, run.protocol) or plan.reason or adverse_unsupported(
+        run.point.settings, run.client, run.protocol)
     if why:  # the registry says this combination cannot run: recorded as such, not run, not a failure
         rec.status, rec.failure = "unsupported", why
         return rec
@@ -135,18 +138,23 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
                                 adapter.container, server, sender.server_env) as ev:
             port = ev.server_port or sender.port
             before = wire_counters(backend)
-            if workloads.handles(adapter, w):
-                result: TransferResult = workloads.run_workload(
-                    adapter, run.server, run.protocol, w, run.point.size, ctx.timeout_for(run),
-                    cc=ctx.quic_cc.get(run.client), env=ev.client_env, port=port)
-            else:
-                result = run_transfer(adapter, run.server, run.protocol, run.point.size, ctx.timeout_for(run),
-                                      cc=ctx.quic_cc.get(run.client), env=ev.client_env, port=port)
-            after = wire_counters(backend)
+            # faults, competing flows and path changes around the transfer (lab/adverse; nothing when none)
+            with adverse.during(run.point.settings, server=run.server, protocol=run.protocol, backend=backend,
+                                link=link, size=run.point.size, timeout_s=ctx.timeout_for(run), port=port) as adv:
+                env = {**ev.client_env, **adv.client_env}
+                if workloads.handles(adapter, w):
+                    result: TransferResult = workloads.run_workload(
+                        adapter, run.server, run.protocol, w, run.point.size, ctx.timeout_for(run),
+                        cc=ctx.quic_cc.get(run.client), env=env, port=port)
+                else:
+                    result = run_transfer(adapter, run.server, run.protocol, run.point.size, ctx.timeout_for(run),
+                                          cc=ctx.quic_cc.get(run.client), env=env, port=port)
+                after = wire_counters(backend)
             rec.cc_sender, rec.cc_sender_source = ctx.sender.read_back(server, sender, port)
             # what the run moves toward the client: every object, twice for resume/0rtt (two connections)
             moved = w.total_bytes(run.point.size) * (2 if w.sessions else 1)
-            disturbed(backend, applied, before, after, run.protocol, moved)
+            # competing flows are other traffic on the link by design: then only the link itself is checked
+            disturbed(backend, applied, before, after, run.protocol, moved, others_expected=adv.flows is not None)
     except UsageError:
         raise  # a bad value that slipped through validation: stop the sweep with it
     except QuiclabError as e:
@@ -185,6 +193,7 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
         workloads.annotate(rec, result, w, ev, ctx.folder)
     except QuiclabError as e:
         raise EnvironmentFailure(str(e)) from None
+    adv.fill(rec, ev.files)
     return rec
 
 
@@ -193,7 +202,7 @@ FOREIGN_PACKETS = 10
 
 
 def disturbed(backend: str, applied: Link, before: counters.Snapshot | None, after: counters.Snapshot | None,
-              protocol: Protocol, size: int) -> None:
+              protocol: Protocol, size: int, others_expected: bool = False) -> None:
     """Raise (the lab's failure: not a result) if another command changed the link or sent traffic over it
     during the run: packets of another IP protocol, or more packets toward the client than twice the object's
     (in 1200-byte packets, retransmissions included, plus 200). Every measuring command should hold the lab lock;
@@ -203,7 +212,7 @@ def disturbed(backend: str, applied: Link, before: counters.Snapshot | None, aft
     now = linkem.current()
     if now != applied:
         raise EnvironmentFailure("the link was changed during the run by another command (not a result)")
-    if before and after:
+    if before and after and not others_expected:
         delta = after - before
         foreign = delta.foreign("udp" if protocol is Protocol.H3 else "tcp")
         if (delta.down.received or 0) > 2 * size / 1200 + 200:

@@ -18,6 +18,9 @@
     log_y = false                       # log goodput axis in plots
     capture = []                        # evidence per run: any of "pcap", "keylog", "qlog" (docs/results.md)
     workload = "bulk"                   # bulk, page:50x20kB, reuse:10x100kB, new:.., resume:100kB, 0rtt:100kB
+    faults = ["pause:2s@1s"]            # adverse conditions (lab/adverse/spec.py, docs/adverse.md); sweepable:
+    competing = "tcp-cubic"             #   [sweep] faults = ["none", "blackout:1s@2s"], competing = [...],
+    path = "rebind@2s"                  #   path = [...]
 
     [link]                              # fixed link parameters (see lab/link/spec.py for keys)
     rtt = "160ms"
@@ -40,6 +43,7 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from lab import terminal
+from lab.adverse import spec as adverse
 from lab.endpoints import check_server, get_client
 from lab.endpoints.registry import registry
 from lab.endpoints.sender_cc import parse_cc
@@ -59,7 +63,9 @@ MAX_SEED = 2**63 - 1
 #: Run dimensions that are not link parameters: key -> validator of one value (raises UsageError naming it).
 #: A scenario sets one as a top-level default (e.g. `cc = "reno"`) or sweeps it (`[sweep] cc = [...]`); the plan
 #: hands each point's value to the runner in Point.settings. New dimensions register here (cc, workload, ...).
-DIMENSIONS: dict[str, Callable[[str], object]] = {"size": parse_size, "workload": check_workload, "cc": parse_cc}
+DIMENSIONS: dict[str, Callable[[str], object]] = {
+    "size": parse_size, "workload": check_workload, "cc": parse_cc, "faults": adverse.parse_faults,
+    "competing": adverse.parse_competing, "path": adverse.parse_path}
 #: The old name of client_quic_cc (accepted, with a one-line note).
 DEPRECATED_KEYS = {"quic_cc": "client_quic_cc"}
 SWEEP_KEYS = (*LINK_KEYS, *DIMENSIONS)
@@ -86,6 +92,14 @@ class Scenario(BaseModel):
     workload: str = "bulk"              # lab/workloads/spec.py; sweep it with [sweep] workload = [...]
     link: dict[str, Any] = {}
     sweep: dict[str, list[Any]] = {}
+    faults: str = ""
+    competing: str = ""
+    path: str = ""
+
+    @field_validator("faults", "competing", "path", mode="before")
+    @classmethod
+    def _one_string(cls, v: Any) -> str:
+        return adverse.joined(v)
 
     @field_validator("protocols", "clients", "servers", "sizes")
     @classmethod
@@ -154,6 +168,11 @@ def validate(data: dict[str, Any], where: str) -> Scenario:
     link = dict(s.link)
     down, up = link.pop("down", {}), link.pop("up", {})
     _check_directional(down, up, where)
+    for key in ("faults", "competing", "path"):
+        try:
+            DIMENSIONS[key](getattr(s, key))
+        except UsageError as e:
+            raise UsageError(f"{where}: {key}: {e}") from None
     for key, values in s.sweep.items():
         if key not in SWEEP_KEYS:
             raise UsageError(f"{where}: unknown sweep key {key!r}: allowed are {', '.join(SWEEP_KEYS)}")
@@ -173,6 +192,9 @@ def validate(data: dict[str, Any], where: str) -> Scenario:
             shaper.check(s.shaper, parse_link({**link, **setting}, down, up))
         except UsageError as e:
             raise UsageError(f"{where}: {e}") from None
+    from lab.adverse.check import check_scenario  # (lazy: it plans the points, and the planner imports this module)
+
+    check_scenario(s, where)
     return s
 
 

@@ -1,0 +1,1 @@
+"""Adverse conditions during a run: scheduled faults, competing traffic, path changes (docs/adverse.md)."""

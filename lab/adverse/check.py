@@ -1,0 +1,50 @@
+"""Checks of a scenario's adverse conditions that need its points (links, timeouts, clients): one line, exit 2."""
+
+from __future__ import annotations
+
+from lab.adverse.spec import parse_competing, parse_faults, parse_path
+from lab.errors import UsageError
+from lab.protocols import Protocol
+from lab.sweep.plan import points, timeout_for
+from lab.sweep.scenario import Scenario
+
+#: Clients that can move to a new path themselves (gtlsclient --change-local-addr).
+MIGRATING_CLIENTS = frozenset({"gtlsclient"})
+
+
+def check_scenario(s: Scenario, where: str) -> None:
+    if not (s.faults or s.competing or s.path or {"faults", "competing", "path"} & set(s.sweep)):
+        return
+    for p in points(s):
+        faults = parse_faults(p.settings.get("faults", ""))
+        parse_competing(p.settings.get("competing", ""))
+        path = parse_path(p.settings.get("path", ""))
+        timeout = timeout_for(s, p)
+        at = f"{where}: point {p.label!r}"
+        for f in faults:
+            if f.end_s > timeout:
+                raise UsageError(f"{at}: fault {f.text!r} ends at {f.end_s:g} s, after the run's timeout of "
+                                 f"{timeout:g} s (a fault must end within the run's timeout, the only bound known "
+                                 f"before the run; raise `timeout`)")
+            if f.kind == "blackout" and (p.link.downlink.outage or p.link.uplink.outage):
+                raise UsageError(f"{at}: fault {f.text!r} cannot be combined with the link's own `outage`")
+            if f.kind == "rate" and f.rate_fraction is not None and not (
+                    p.link.downlink.effective_rate_bps and p.link.uplink.effective_rate_bps):
+                raise UsageError(f"{at}: fault {f.text!r} is a share of the link's rate, but the link has no rate "
+                                 f"in both directions (give an absolute rate, e.g. rate=1mbit)")
+        if path is not None:
+            if path.at_s > timeout:
+                raise UsageError(f"{at}: path change {path.text!r} at {path.at_s:g} s is after the run's timeout "
+                                 f"of {timeout:g} s")
+            if path.client_side and not (MIGRATING_CLIENTS & set(s.clients) and Protocol.H3.value in s.protocols):
+                raise UsageError(f"{at}: path {path.text!r} is done by the client itself: it needs client "
+                                 f"{', '.join(sorted(MIGRATING_CLIENTS))} and protocol h3 in the scenario")
+
+
+def unsupported(settings: dict[str, str], client: str, protocol: Protocol) -> str | None:
+    """Why this run cannot have its adverse conditions (recorded as unsupported, not run), or None."""
+    path = parse_path(settings.get("path", ""))
+    if path is not None and path.client_side and (client not in MIGRATING_CLIENTS or protocol is not Protocol.H3):
+        return (f"path {path.text}: the client moves itself, which only "
+                f"{', '.join(sorted(MIGRATING_CLIENTS))} over h3 can (use rebind or readdr for every client)")
+    return None

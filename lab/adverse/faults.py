@@ -1,0 +1,268 @@
+"""The faults: how each is put in force, undone and verified undone (lab/adverse/spec.py says what they mean).
+
+- pause: Docker's freezer on the server's container (python-on-whales `pause`/`unpause`). The kernel keeps
+  running the container's network stack: TCP keeps sending what is already in its socket buffers; a userspace
+  QUIC server stops at once.
+- kill: SIGKILL to the server's container (`docker kill`), then `docker start`. A restarted container has a new
+  network namespace, so its one-shot route helper (compose service `<service>-route`) runs again; the server is
+  back when Docker calls it healthy.
+- blackout: with linkem, the run's link with an outage window of DURATION starting when the emulator applies it
+  (the emulator times it to the nanosecond: exactly DURATION in both directions); the run's link is put back
+  just after. With netem, an nft drop rule in the router matching a set whose elements expire after DURATION:
+  the kernel ends it (to its tick), the docker exec latency only moves its start; the table is deleted after.
+- rate, delay: the run's link with that rate/delay, then the run's link again (linkem: one PUT each; netem: the
+  qdiscs re-applied, which drops what they held, docs/link.md).
+
+Undo is idempotent (pause: unpause if paused; kill: start if not running; link: the run's link; rules: delete if
+there) and verified: the container running, not paused, healthy; the emulator's config equal to the run's link
+(netem: the qdiscs as before); no `qla_*` table in the router.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+
+from python_on_whales.exceptions import DockerException
+
+from lab import config, docker
+from lab.adverse import rules
+from lab.adverse.spec import Fault
+from lab.errors import EnvironmentProblem
+from lab.link import calibrate, linkem, router, shaper
+from lab.link.model import Link, Outage
+
+#: A restarted or unpaused server must be healthy again within this (Docker's health check runs every second).
+HEALTHY_WITHIN_S = 60.0
+#: A linkem blackout ends by itself inside the emulator; the run's link is put back this long after.
+RESTORE_AFTER_BLACKOUT_S = 0.05
+_BLACKOUT_TABLE = "qla_blackout"
+_LONGEST_PERIOD_S = 86400.0
+
+
+class FaultFailed(EnvironmentProblem):
+    """A fault could not be put in force or undone: the lab, not the transport, failed."""
+
+
+def container_state(name: str) -> tuple[str, bool, str]:
+    """(status, paused, health) of a container."""
+    c = docker.client().container.inspect(name)
+    health = c.state.health.status if c.state.health else ""
+    return c.state.status or "?", bool(c.state.paused), health or ""
+
+
+def wait_healthy(name: str, within_s: float = HEALTHY_WITHIN_S) -> str | None:
+    """Wait until the container runs, unpaused and healthy; None, or why not."""
+    deadline = time.monotonic() + within_s
+    state: tuple[str, bool, str] = ("?", False, "")
+    while time.monotonic() < deadline:
+        try:
+            state = container_state(name)
+        except DockerException as e:
+            return f"{name}: {(e.stderr or str(e)).strip()[:200]}"
+        status, paused, health = state
+        if status == "running" and not paused and health in ("healthy", ""):
+            return None
+        time.sleep(0.2)
+    status, paused, health = state
+    shown = f"{'paused' if paused else status}{f' ({health})' if health else ''}"
+    return f"{name} is {shown} {within_s:g} s after the fault"
+
+
+@dataclass
+class Action:
+    """One fault, put in force and undone. `apply` and `undo` return nothing; both raise FaultFailed."""
+
+    fault: Fault
+
+    #: The fault ends by itself after its duration (the undo only tidies up): its end is `start + duration`.
+    self_ending = False
+
+    def apply(self) -> None:
+        raise NotImplementedError
+
+    def undo(self) -> None:
+        raise NotImplementedError
+
+    def verify(self) -> str | None:
+        """After undo: None, or what is still not as before."""
+        raise NotImplementedError
+
+
+class Pause(Action):
+    def __init__(self, fault: Fault, container: str) -> None:
+        super().__init__(fault)
+        self.container = container
+
+    def apply(self) -> None:
+        try:
+            docker.client().container.pause(self.container)
+        except DockerException as e:
+            raise FaultFailed(f"could not pause {self.container}: {(e.stderr or str(e)).strip()[:200]}") from None
+
+    def undo(self) -> None:
+        try:
+            if container_state(self.container)[1]:
+                docker.client().container.unpause(self.container)
+        except DockerException as e:
+            raise FaultFailed(f"could not unpause {self.container}: {(e.stderr or str(e)).strip()[:200]}") from None
+
+    def verify(self) -> str | None:
+        return wait_healthy(self.container)
+
+
+class Kill(Action):
+    def __init__(self, fault: Fault, container: str, service: str) -> None:
+        super().__init__(fault)
+        self.container = container
+        self.route_helper = f"{config.PROJECT}-{service}-route-1"
+
+    def apply(self) -> None:
+        try:
+            docker.client().container.kill(self.container)
+        except DockerException as e:
+            raise FaultFailed(f"could not kill {self.container}: {(e.stderr or str(e)).strip()[:200]}") from None
+
+    def undo(self) -> None:
+        try:
+            status, paused, _ = container_state(self.container)
+            if paused:
+                docker.client().container.unpause(self.container)
+            if status == "running":
+                return
+            docker.client().container.start(self.container)
+            # the new network namespace needs its route through the router (and offloads off) again
+            done = subprocess.run(["docker", "start", "-a", self.route_helper], capture_output=True, text=True,
+                                  timeout=60, check=False, start_new_session=True)
+            if done.returncode != 0:
+                raise FaultFailed(f"{self.route_helper} failed after restarting {self.container}: "
+                                  f"{(done.stderr or done.stdout).strip()[:200]}")
+        except DockerException as e:
+            raise FaultFailed(f"could not start {self.container} again: {(e.stderr or str(e)).strip()[:200]}") from None
+        except subprocess.TimeoutExpired:
+            raise FaultFailed(f"{self.route_helper} did not finish within 60 s") from None
+
+    def verify(self) -> str | None:
+        return wait_healthy(self.container)
+
+
+def faulty_link(fault: Fault, link: Link) -> Link:
+    """The run's link as it is during a link fault (linkem)."""
+    update: dict[str, object] = {}
+    if fault.kind == "blackout":
+        update = {"outage": Outage(period_s=_LONGEST_PERIOD_S, down_s=fault.duration_s, offset_s=0.0)}
+    elif fault.kind == "rate":
+        dirs = {}
+        for name in ("downlink", "uplink"):
+            d = getattr(link, name)
+            rate = fault.rate_bps
+            if rate is None:
+                assert fault.rate_fraction is not None and d.effective_rate_bps
+                rate = max(1, round(d.effective_rate_bps * fault.rate_fraction))
+            dirs[name] = d.model_copy(update={"rate_bps": rate, "rate_schedule": None, "trace_ms": None})
+        return link.model_copy(update=dirs)
+    elif fault.kind == "delay":
+        dirs = {}
+        for name in ("downlink", "uplink"):
+            d = getattr(link, name)
+            delay = fault.delay_s if fault.delay_s is not None else d.delay_s + (fault.delay_add_s or 0.0)
+            dirs[name] = d.model_copy(update={"delay_s": min(delay, 60.0)})
+        return link.model_copy(update=dirs)
+    return link.model_copy(update={"downlink": link.downlink.model_copy(update=update),
+                                   "uplink": link.uplink.model_copy(update=update)})
+
+
+def same_link(a: Link, b: Link) -> bool:
+    return json.dumps(linkem.to_json(a), sort_keys=True) == json.dumps(linkem.to_json(b), sort_keys=True)
+
+
+class LinkemFault(Action):
+    """blackout, rate, delay with linkem: one PUT to apply, one to restore."""
+
+    def __init__(self, fault: Fault, link: Link) -> None:
+        super().__init__(fault)
+        self.link = link
+        self.self_ending = fault.kind == "blackout"
+
+    def apply(self) -> None:  # the calibrated path delay kept in force, as shaper.apply sets it
+        linkem.apply(faulty_link(self.fault, self.link), calibrate.path_delays("linkem"))
+
+    def undo(self) -> None:
+        linkem.apply(self.link, calibrate.path_delays("linkem"))
+
+    def verify(self) -> str | None:
+        now = linkem.current()
+        if not same_link(now, self.link):
+            return f"linkem's link is not the run's after {self.fault.text}: {json.dumps(linkem.to_json(now))[:200]}"
+        return None
+
+
+class NetemFault(Action):
+    """rate, delay with netem: the qdiscs for the faulty link, then the run's link again."""
+
+    def __init__(self, fault: Fault, link: Link) -> None:
+        super().__init__(fault)
+        self.link = link
+        self.before = ""
+
+    def apply(self) -> None:
+        self.before = str(shaper.in_force()[1])
+        shaper.apply(faulty_link(self.fault, self.link), "netem")
+
+    def undo(self) -> None:
+        shaper.apply(self.link, "netem")
+
+    def verify(self) -> str | None:
+        now = str(shaper.in_force()[1])
+        if self.before and now != self.before:
+            return f"netem's qdiscs differ from the run's after {self.fault.text}"
+        return None
+
+
+class NftBlackout(Action):
+    """blackout where netem shapes (or wherever asked): an nft drop rule matching a set whose elements expire after
+    DURATION (the kernel times the end, to its tick: 4 ms at HZ=250; no process has to wake up on time)."""
+
+    self_ending = True
+
+    def __init__(self, fault: Fault) -> None:
+        super().__init__(fault)
+        self.times: list[float] = []  # unix time before the add was written, and when nft confirmed it
+        self.shell: rules.NftShell | None = None  # the run's nft shell in the router, if it has one
+
+    def apply(self) -> None:
+        script = rules.blackout_script(_BLACKOUT_TABLE, self.fault.duration_s)
+        if self.shell is not None:
+            try:
+                self.times = list(self.shell.run(script))
+            except EnvironmentProblem as e:
+                raise FaultFailed(f"the blackout rule could not be added in the router: {e}") from None
+            return
+        add = " ; ".join(script)
+        try:
+            out = router.run("bash", "-c", 'a=$EPOCHREALTIME; nft "$1" || exit 1; echo "$a $EPOCHREALTIME"', "qla", add)
+        except EnvironmentProblem as e:
+            raise FaultFailed(f"the blackout rule could not be added in the router: {e}") from None
+        self.times = [float(x) for x in out.split()]
+
+    def undo(self) -> None:
+        rules.delete(_BLACKOUT_TABLE)
+
+    def verify(self) -> str | None:
+        return f"the router still has table {_BLACKOUT_TABLE}" if rules.table_exists(_BLACKOUT_TABLE) else None
+
+
+def action_for(fault: Fault, *, backend: str, link: Link, server_container: str, server_service: str,
+               blackout_with: str | None = None) -> Action:
+    """The action for a fault on this run. `blackout_with` = "nft" forces the nft blackout on any backend."""
+    if fault.kind == "pause":
+        return Pause(fault, server_container)
+    if fault.kind == "kill":
+        return Kill(fault, server_container, server_service)
+    if fault.kind == "blackout" and (backend == "netem" or blackout_with == "nft"):
+        return NftBlackout(fault)
+    if backend == "linkem":
+        return LinkemFault(fault, link)
+    return NetemFault(fault, link)

@@ -1,0 +1,354 @@
+"""Issue 'adverse conditions': faults mid-transfer, competing traffic, path changes, on real traffic through the
+real router. Each test holds the lab's lock (it pauses, kills or blacks out parts of the shared lab), waiting
+for it while another quiclab command measures."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lab import config, docker, lock
+from lab.adverse import rules
+from lab.adverse.faults import container_state
+from lab.evidence.pcap import read_pcap
+from lab.link import linkem, shaper
+from lab.link.model import Link
+from lab.results.schema import RunRecord
+from lab.sweep import runner
+from lab.sweep.plan import plan, timeout_for
+from lab.sweep.runner import Context
+from lab.sweep.scenario import validate
+
+from .conftest import quiclab_popen
+
+pytestmark = pytest.mark.lab
+
+LOCK_WAIT_S = 1800.0
+
+
+@pytest.fixture
+def lab_held(lab_up: None) -> Iterator[None]:
+    """The lab's lock for the test (waiting, polling, while someone else measures); an unimpaired link after."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            with lock.holding("pytest tests/lab/test_adverse.py"):
+                shaper.apply(Link())
+                try:
+                    yield
+                finally:
+                    shaper.apply(Link())
+            return
+        except lock.LabBusy:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(10)
+
+
+def run_scenario(tmp_path: Path, doc: dict, capture: tuple[str, ...] = ()) -> list[RunRecord]:
+    """Every planned run of the scenario through the sweep runner's own execute(), in plan order."""
+    s = validate({"repeats": 1, **doc}, "test")
+    ctx = Context(sweep=s.name, shaper="linkem", cc={}, timeout_for=lambda r: timeout_for(s, r.point),
+                  capture=capture, folder=tmp_path)
+    return [runner.execute(r, ctx) for r in sorted(plan(s), key=lambda r: r.key)]
+
+
+def faults_of(rec: RunRecord) -> list[dict]:
+    return json.loads(rec.faults_actual) if rec.faults_actual else []
+
+
+def assert_server_sound(container: str = config.SERVER_CONTAINER) -> None:
+    status, paused, health = container_state(container)
+    assert (status, paused, health) == ("running", False, "healthy")
+
+
+def test_a_2s_server_pause_shows_in_the_transfer_time_and_the_fault_window(lab_held, tmp_path):
+    """10 MB at 20 Mbit/s (4 s), with and without `pause:2s@1s` of nginx's container: QUIC (nginx's own,
+    userspace) stalls for the whole pause; TCP stalls once the kernel has sent what nginx had already written."""
+    runs = run_scenario(tmp_path, {"name": "pause", "protocols": ["h2", "h3"], "sizes": ["10MB"], "timeout": 60,
+                                   "link": {"rtt": "20ms", "rate": "20mbit"},
+                                   "sweep": {"faults": ["none", "pause:2s@1s"]}})
+    by = {(r.point_label, r.protocol): r for r in runs}
+    for proto in ("h2", "h3"):
+        base, paused = by[("faults=none", proto)], by[("faults=pause:2s@1s", proto)]
+        assert base.status == paused.status == "ok", (base.failure, paused.failure)
+        assert not base.faults_actual
+        [f] = faults_of(paused)
+        assert f["state"] == "done" and f["kind"] == "pause"
+        assert 1.0 <= f["start_s"] <= 1.0 + f["apply_s"] + 0.05, f
+        # frozen from within the pause call to within the unpause call
+        assert abs(f["end_s"] - f["start_s"] - 2.0) <= max(f["apply_s"], f["undo_s"]) + 0.05, f
+        assert f["start_utc"] and f["end_utc"]
+        delta = paused.total_s - base.total_s
+        low = 1.6 if proto == "h3" else 0.8
+        assert low <= delta <= 4.0, f"{proto}: {base.total_s:.2f} s -> {paused.total_s:.2f} s with the pause"
+    assert_server_sound()
+
+
+def _probe(seconds: float) -> subprocess.Popen[str]:
+    """iperf3 UDP both ways (client <-> nginx's address) at 2500 packets/s each: a clock for the blackout."""
+    docker.client().container.execute(config.SERVER_CONTAINER, ["iperf3", "-s", "-1", "-p", "5399"], detach=True)
+    time.sleep(0.3)
+    return subprocess.Popen(["docker", "exec", config.CLIENT_CONTAINER, "iperf3", "-c", config.SERVER_IP, "-p", "5399",
+                             "-u", "--bidir", "-b", "2M", "-l", "100", "-t", f"{seconds:g}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _outage_drops() -> dict[str, int]:
+    out: dict[str, int] = {}
+    for line in linkem.metrics_text().splitlines():
+        if line.startswith("quiclab_link_drops_total{") and 'cause="outage"' in line:
+            direction = line.split('direction="')[1].split('"')[0]
+            out[direction] = out.get(direction, 0) + int(float(line.split()[-1]))
+    return out
+
+
+def _window(arrivals: list[tuple[float, bytes]], delivered: dict[bytes, float]) -> tuple[float, float, float, float,
+                                                                                    int]:
+    """The blackout as the probe saw it: the longest run of consecutive probe packets (in arrival order at the
+    router, capture times) that were never delivered; (its first and last arrival, the last delivered arrival
+    before it, the first after it, its length). Packets are matched by payload. Only arrivals while both captures
+    ran count (each tcpdump starts and stops on its own); sporadic queue drops elsewhere do not matter."""
+    lo, hi = min(delivered.values()) + 0.1, max(delivered.values()) - 0.1
+    arrivals = [(t, k) for t, k in arrivals if lo <= t <= hi]
+    best: tuple[int, int] = (0, -1)
+    i = 0
+    while i < len(arrivals):
+        if arrivals[i][1] in delivered:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(arrivals) and arrivals[j + 1][1] not in delivered:
+            j += 1
+        if j - i > best[1] - best[0]:
+            best = (i, j)
+        i = j + 1
+    i, j = best
+    assert j >= i, "no probe packet was dropped"
+    assert i > 0 and j + 1 < len(arrivals), "the blackout is not inside the captures"
+    return arrivals[i][0], arrivals[j][0], arrivals[i - 1][0], arrivals[j + 1][0], j - i + 1
+
+
+def test_a_1s_blackout_drops_every_packet_both_ways_for_1s(lab_held, tmp_path):
+    """`blackout:1s@1s` during an HTTP/2 download, with a 2500 packet/s UDP probe in each direction: in the router's
+    captures every packet that arrived in one 1.000 s window was dropped and none outside it (1 s ± 10 ms, bounded
+    by the probe's spacing), in both directions, and the emulator's outage counters count exactly those packets.
+    (A queue large enough for the download, so that no queue drop next to the window blurs its edges.)"""
+    drops0 = _outage_drops()
+    probe = _probe(6)
+    try:
+        [rec] = run_scenario(tmp_path, {"name": "blackout", "protocols": ["h2"], "sizes": ["10MB"], "timeout": 60,
+                                        "link": {"rtt": "20ms", "rate": "20mbit", "queue": "4MB"},
+                                        "faults": "blackout:1s@1s"},
+                             capture=("pcap",))
+    finally:
+        probe.communicate(timeout=30)
+    drops = {k: v - drops0.get(k, 0) for k, v in _outage_drops().items()}
+    assert rec.status == "ok", rec.failure
+    [f] = faults_of(rec)
+    assert f["state"] == "done" and f["end_s"] - f["start_s"] == pytest.approx(1.0, abs=1e-6), f
+    ev = tmp_path / "evidence" / rec.run_key.replace("/", "_")
+    client_side = read_pcap((ev / "client-side.pcap").read_bytes())
+    server_side = read_pcap((ev / "server-side.pcap").read_bytes())
+    sides = {"uplink": (client_side, server_side, config.CLIENT_IP), "downlink": (server_side, client_side,
+                                                                                   config.SERVER_IP)}
+    for direction, (arrive, deliver, src) in sides.items():
+        probe_in = [(p.time, p.payload[:16]) for p in arrive if p.src == src and p.proto == 17 and p.payload_len == 100]
+        probe_out = {p.payload[:16]: p.time for p in deliver if p.src == src and p.proto == 17 and p.payload_len == 100}
+        a, b, before, after, n = _window(probe_in, probe_out)
+        assert b - a >= 0.990 and after - before <= 1.010, (direction, b - a, after - before)
+        # the emulator counted as outage drops every packet (probe and transfer) that arrived in the window, and no
+        # packet that arrived outside it (the window's edges are known to the probe's spacing: between the last
+        # delivered probe packet before and the first after)
+        inside = sum(1 for p in arrive if p.src == src and a <= p.time <= b)
+        around = sum(1 for p in arrive if p.src == src and before < p.time < after)
+        assert inside <= drops[direction] <= around, (direction, inside, drops[direction], around, n)
+        # the recorded window (host clock) and the captured one (the router's kernel clock: the same clock) agree
+        assert -f["apply_s"] - 0.02 <= a - _unix(f["start_utc"]) <= 0.02, (direction, a - _unix(f["start_utc"]))
+
+
+def _unix(iso: str) -> float:
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(iso).timestamp()
+
+
+@pytest.fixture
+def lab_free(lab_up: None) -> Iterator[None]:
+    """Wait until no quiclab command holds the lab (for a test whose quiclab command takes the lock itself)."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            with lock.holding("pytest tests/lab/test_adverse.py (waiting)"):
+                shaper.apply(Link())
+            break
+        except lock.LabBusy:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(10)
+    yield
+    shaper.apply(Link())
+
+
+def _sweep_when_free(scenario: Path, out: Path) -> subprocess.Popen[str]:
+    """`quiclab sweep --scenario` started again while another command holds the lab (it refuses at once then)."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        proc = quiclab_popen("sweep", "--scenario", str(scenario), "--out", str(out))
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # "sweep NAME: ... runs -> folder" once it holds the lab, else the error
+        if "sweep " in first and "runs ->" in first:
+            return proc
+        _, rest = proc.communicate()
+        err = first + rest
+        if "the lab is busy" not in err or time.monotonic() > deadline:
+            raise AssertionError(f"the sweep did not start: {err}")
+        time.sleep(10)
+
+
+def test_ctrl_c_in_the_middle_of_faults_leaves_nothing_behind(lab_free, tmp_path):
+    """Ctrl-C while nginx's container is paused, the link blacked out, a path rewrite rule and a background flow in
+    place: the sweep stops (exit 130) and nothing stays paused, blacked out, added or running. (HTTP/3: a TCP
+    transfer would end at the rebinding, the server resetting it, and the faults with it.)"""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('name = "ctrl-c"\nprotocols = ["h3"]\nsizes = ["10MB"]\nrepeats = 1\ntimeout = 60\n'
+                        'faults = ["pause:4s@1s", "blackout:3s@1.5s"]\npath = "rebind@1s"\ncompeting = "udp=2mbit"\n'
+                        '[link]\nrtt = "20ms"\nrate = "20mbit"\n')
+    proc = _sweep_when_free(scenario, tmp_path / "out")
+    try:
+        deadline = time.monotonic() + 120
+        while not container_state(config.SERVER_CONTAINER)[1]:
+            assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+        time.sleep(0.8)  # inside the pause, the blackout and the rewrite, with the background flow running
+        assert rules.leftovers() == ["qla_path"]
+        assert linkem.current().downlink.outage is not None
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert_server_sound()
+    assert rules.leftovers() == []
+    now = linkem.current()  # (the sweep left it unimpaired; another command may have set a link since)
+    assert now.downlink.outage is None and now.uplink.outage is None, now
+    for container in (config.CLIENT_CONTAINER, config.SERVER_CONTAINER, config.ROUTER_CONTAINER):
+        left = docker.exec_in(container, ["sh", "-c", "pgrep -af '[q]la-[0-9a-f]' || true"])
+        assert not left.strip(), (container, left)
+
+
+def test_the_nft_blackout_netem_uses_is_as_precise(lab_held, tmp_path):
+    """Where netem shapes, a blackout is an nft drop rule added and deleted by one script in the router. The
+    forward hook sees every lab packet on either path, so it is measured here too: 1 s ± 10 ms both ways."""
+    from lab.adverse.faults import NftBlackout
+    from lab.adverse.spec import parse_fault
+    from lab.evidence.capture import collecting
+
+    shaper.apply(Link(), "linkem")
+    action = NftBlackout(parse_fault("blackout:1s@0"))
+    with collecting(("pcap",), tmp_path, tmp_path / "ev", "curl", config.CLIENT_CONTAINER) as ev:
+        probe = _probe(3)
+        try:
+            time.sleep(1.0)
+            action.apply()
+            time.sleep(1.2)
+            action.undo()
+        finally:
+            probe.communicate(timeout=30)
+    assert action.verify() is None and rules.leftovers() == []
+    client_side = read_pcap((ev.folder / "client-side.pcap").read_bytes())
+    server_side = read_pcap((ev.folder / "server-side.pcap").read_bytes())
+    for arrive, deliver, src in ((client_side, server_side, config.CLIENT_IP),
+                                 (server_side, client_side, config.SERVER_IP)):
+        probe_in = [(p.time, p.payload[:16]) for p in arrive if p.src == src and p.proto == 17 and p.payload_len == 100]
+        probe_out = {p.payload[:16]: p.time for p in deliver if p.src == src and p.proto == 17 and p.payload_len == 100}
+        a, b, before, after, _ = _window(probe_in, probe_out)
+        assert b - a >= 0.990 and after - before <= 1.010, (src, b - a, after - before)
+        assert action.times[0] - 0.002 <= a <= action.times[1] + 0.002, (a, action.times)  # it began with the add
+
+
+def test_competing_flows_report_per_flow_shares_jain_and_the_probe(lab_held, tmp_path):
+    """An HTTP/2 download at 20 Mbit/s with a constant 5 Mbit/s UDP flow and a TCP cubic flow starting at 1 s: the
+    record has every flow's throughput and share in the interval they shared, Jain's index of those throughputs,
+    the congestion control the server's socket really used, and the probe's RTT."""
+    [rec] = run_scenario(tmp_path, {"name": "compete", "protocols": ["h2"], "sizes": ["10MB"], "timeout": 60,
+                                    "link": {"rtt": "20ms", "rate": "20mbit"},
+                                    "competing": "udp=5mbit,tcp-cubic@1s"})
+    assert rec.status == "ok", rec.failure
+    doc = json.loads(rec.competing)
+    flows = {f["name"]: f for f in doc["flows"]}
+    assert list(flows) == ["measured", "udp=5000000bps#1", "tcp-cubic#1"]
+    a, b = doc["shared_interval_s"]
+    assert 1.0 <= a < b <= rec.total_s + 0.5
+    udp, cubic = flows["udp=5000000bps#1"], flows["tcp-cubic#1"]
+    # at most its constant rate (less: the drop-tail queue the two TCP flows keep full drops its packets too)
+    assert 1.0 <= udp["mbit_shared"] <= 5.1, udp
+    assert "cubic" in cubic["cc"].split(",") and cubic["first_s"] >= 1.0, cubic
+    total = sum(f["mbit_shared"] for f in flows.values())
+    assert 14.0 <= total <= 20.0, total  # the bottleneck was shared, and nothing exceeds it
+    assert sum(f["share"] for f in flows.values()) == pytest.approx(1.0, abs=1e-3)
+    xs = [f["mbit_shared"] for f in flows.values()]
+    assert rec.jain_index == pytest.approx(sum(xs) ** 2 / (3 * sum(x * x for x in xs)), abs=2e-3)
+    assert all(f["intervals_mbit"] for f in flows.values())
+    assert rec.probe_rtt_ms_p50 is not None and rec.probe_rtt_ms_p95 is not None
+    assert 20.0 <= rec.probe_rtt_ms_p50 <= rec.probe_rtt_ms_p95, (rec.probe_rtt_ms_p50, rec.probe_rtt_ms_p95)
+    for container in (config.CLIENT_CONTAINER, config.SERVER_CONTAINER, config.ROUTER_CONTAINER):
+        assert not docker.exec_in(container, ["sh", "-c", "pgrep -af '[q]la-[0-9a-f]' || true"]).strip()
+
+
+def test_rebinding_quic_survives_with_path_validation_tcp_breaks_with_its_reason(lab_held, tmp_path):
+    """NAT rebinding at the router 2 s into a 10 MB download (20 Mbit/s, 4 s): gtlsclient's HTTP/3 carries on after
+    nginx validated the new path (PATH_CHALLENGE from the server, PATH_RESPONSE from the client, in the decrypted
+    capture); HTTP/2's TCP connection is reset by the server, recorded as a failed run with curl's reason. curl's
+    own HTTP/3 (OpenSSL's QUIC client) is recorded whatever happens to it: a result either way, never a lab error."""
+    runs = run_scenario(tmp_path, {"name": "rebind", "protocols": ["h2", "h3"], "clients": ["curl", "gtlsclient"],
+                                   "sizes": ["10MB"], "timeout": 30, "link": {"rtt": "20ms", "rate": "20mbit"},
+                                   "path": "rebind@2s"}, capture=("pcap", "keylog"))
+    by = {(r.protocol, r.client): r for r in runs}
+    for r in runs:
+        if r.status != "unsupported":
+            doc = json.loads(r.path_change)
+            assert doc["outcome"] != "not exercised", (r.run_key, doc)  # the connection was there before the change
+            assert doc["flow_began_s"] < doc["applied_s"] <= doc["server_saw_new_path_s"], doc
+    quic = by[("h3", "gtlsclient")]
+    doc = json.loads(quic.path_change)
+    assert quic.status == "ok" and doc["outcome"] == "survived", (quic.failure, doc)
+    server_side = doc["path_frames_server_side"]
+    assert server_side["server_challenge"] >= 1 and server_side["client_response"] >= 1, doc
+    curl_quic = json.loads(by[("h3", "curl")].path_change)
+    assert curl_quic["outcome"] == ("survived" if by[("h3", "curl")].status == "ok" else "broken")
+    tcp = by[("h2", "curl")]
+    doc = json.loads(tcp.path_change)
+    assert tcp.status == "failed" and doc["outcome"] == "broken", (tcp.status, doc)
+    assert doc["reason"] == tcp.failure and ("reset" in tcp.failure.lower() or "recv failure" in tcp.failure.lower())
+    assert by[("h2", "gtlsclient")].status == "unsupported"
+    assert rules.leftovers() == []
+
+
+def test_gtlsclient_migrating_itself_validates_the_new_path(lab_held, tmp_path):
+    """gtlsclient moves to a new local port 1 s after its handshake (`migrate@1s`): the transfer survives, the
+    capture shows the client's packets coming from a new port and the client's PATH_CHALLENGE answered."""
+    agent = docker.exec_in(config.CLIENT_CONTAINER, ["sh", "-c", "cat /usr/local/bin/quiclab-agent 2>/dev/null; "
+                                                                 "cat /usr/local/bin/quiclab-ngtcp2-fetch"])
+    if "CHANGE_LOCAL_ADDR" not in agent:
+        pytest.skip("the running client image predates client-side migration (CHANGE_LOCAL_ADDR in "
+                    "images/client/agent.py): rebuild it (`quiclab build`, `quiclab up`)")
+    runs = run_scenario(tmp_path, {"name": "migrate", "protocols": ["h3"], "clients": ["curl", "gtlsclient"],
+                                   "sizes": ["10MB"], "timeout": 30, "link": {"rtt": "20ms", "rate": "20mbit"},
+                                   "path": "migrate@1s"}, capture=("pcap", "keylog"))
+    by = {r.client: r for r in runs}
+    migrated = by["gtlsclient"]
+    doc = json.loads(migrated.path_change)
+    assert migrated.status == "ok" and doc["outcome"] == "survived", (migrated.failure, doc)
+    assert doc["client_port_changed_s"] is not None and doc["client_port_changed_s"] >= 1.0, doc
+    frames = doc["path_frames_client_side"]
+    assert frames["client_challenge"] >= 1 and frames["server_response"] >= 1, doc
+    assert by["curl"].status == "unsupported"
