@@ -32,6 +32,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,17 @@ def fetch_curl(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     return 0, json.dumps(line, separators=(",", ":")), stderr
 
 
+def _connect_to(host: str, address: str | None) -> str:
+    """What gtlsclient connects to: the name when it resolves to the registry's address (gtlsclient sends SNI only
+    for a name, and ignores --sni for a numeric host: Caddy refuses a handshake without SNI), else the address."""
+    if not address:
+        return host
+    try:
+        return host if socket.gethostbyname(host) == address else address
+    except OSError:
+        return address
+
+
 def fetch_ngtcp2(env: dict[str, str]) -> tuple[int, str, str]:
     protocol = env.get("PROTOCOL", "h3")
     if protocol != "h3":
@@ -101,8 +113,6 @@ def fetch_ngtcp2(env: dict[str, str]) -> tuple[int, str, str]:
     if env.get("QLOGDIR"):
         os.makedirs(env["QLOGDIR"], exist_ok=True)
         args.append(f"--qlog-dir={env['QLOGDIR']}")
-    if env.get("HOST_ADDR"):  # connecting to an address: the name still goes in SNI (caddy refuses a bare address)
-        args.append(f"--sni={host}")
     if env.get("CHANGE_LOCAL_ADDR"):  # a path change by the client itself (lab/adverse/path.py)
         args.append(f"--change-local-addr={env['CHANGE_LOCAL_ADDR']}")
         if env.get("NAT_REBINDING"):
@@ -111,7 +121,7 @@ def fetch_ngtcp2(env: dict[str, str]) -> tuple[int, str, str]:
     try:
         drops0 = rcvbuf_errors()
         start = time.monotonic()
-        proc = subprocess.Popen(["gtlsclient", *args, f"--download={folder}", env.get("HOST_ADDR") or host,
+        proc = subprocess.Popen(["gtlsclient", *args, f"--download={folder}", _connect_to(host, env.get("HOST_ADDR")),
                                  port or "443", url], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, env=env, start_new_session=True)
         try:

@@ -71,7 +71,8 @@ class Merged:
 
 def read_shard(folder: Path) -> Shard:
     if not folder.is_dir():
-        raise UsageError(f"{str(folder)!r} is not a sweep folder (no such directory)")
+        what = "a file" if folder.exists() else "no such directory"
+        raise UsageError(f"{str(folder)!r} is not a sweep folder ({what})")
     manifest = store.read_manifest(folder)
     records = [r for r in store.load_runs(folder) if r.status != "interrupted"]
     return Shard(folder, manifest, spec_of(manifest) or ShardSpec(1, 1), records)

@@ -54,6 +54,9 @@ class Context:
     capture: tuple[str, ...] = ()  # evidence kinds to keep per run (pcap, keylog, qlog)
     folder: Path | None = None     # the sweep folder (evidence goes to <folder>/evidence/<run>/)
     sender: SenderControl = field(default_factory=SenderControl)  # the sender's congestion control per run
+    # the caller itself sends other traffic across the link during runs (a lab test's probe): then the per-run
+    # check that nobody else used the link looks at the link's settings only
+    other_traffic: bool = False
 
     def cc_of(self, implementation: str, protocol: Protocol) -> str:
         """"unknown" if the manifest does not say; "none" if the implementation has no such transport."""
@@ -154,7 +157,8 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
             # what the run moves toward the client: every object, twice for resume/0rtt (two connections)
             moved = w.total_bytes(run.point.size) * (2 if w.sessions else 1)
             # competing flows are other traffic on the link by design: then only the link itself is checked
-            disturbed(backend, applied, before, after, run.protocol, moved, others_expected=adv.flows is not None)
+            disturbed(backend, applied, before, after, run.protocol, moved,
+                      others_expected=adv.flows is not None or ctx.other_traffic)
     except UsageError:
         raise  # a bad value that slipped through validation: stop the sweep with it
     except QuiclabError as e:

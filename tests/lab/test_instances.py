@@ -96,11 +96,13 @@ def resources(n: Instance) -> dict[str, list[str]]:
     """What of lab n exists: containers, networks, volumes (compose's project label) and firewall rules."""
     label = f"label=com.docker.compose.project={n.project}"
 
-    def names(*cmd: str) -> list[str]:
-        return subprocess.run(["docker", *cmd, "--filter", label, "--format", "{{.Name}}"], capture_output=True,
+    def names(*cmd: str, field: str = "{{.Name}}") -> list[str]:
+        return subprocess.run(["docker", *cmd, "--filter", label, "--format", field], capture_output=True,
                               text=True, check=True).stdout.split()
 
-    return {"containers": names("ps", "-a"), "networks": names("network", "ls"), "volumes": names("volume", "ls"),
+    # (`docker ps` knows .Names only on Debian's Docker 20.10; networks and volumes have .Name)
+    return {"containers": names("ps", "-a", field="{{.Names}}"), "networks": names("network", "ls"),
+            "volumes": names("volume", "ls"),
             "rules": firewall_rules(n)}
 
 
