@@ -91,16 +91,26 @@ class Action:
         raise NotImplementedError
 
 
+PAUSE_TRIES = 5
+
+
 class Pause(Action):
     def __init__(self, fault: Fault, container: str) -> None:
         super().__init__(fault)
         self.container = container
 
     def apply(self) -> None:
-        try:
-            docker.client().container.pause(self.container)
-        except DockerException as e:
-            raise FaultFailed(f"could not pause {self.container}: {(e.stderr or str(e)).strip()[:200]}") from None
+        # The cgroup freezer can refuse while a task is in an uninterruptible state ("unable to freeze"): tried
+        # again for up to PAUSE_TRIES x 0.1 s; the fault's recorded start is when the pause took.
+        for attempt in range(PAUSE_TRIES):
+            try:
+                docker.client().container.pause(self.container)
+                return
+            except DockerException as e:
+                why = (e.stderr or str(e)).strip()
+                if "unable to freeze" not in why or attempt == PAUSE_TRIES - 1:
+                    raise FaultFailed(f"could not pause {self.container}: {why[:200]}") from None
+                time.sleep(0.1)
 
     def undo(self) -> None:
         try:

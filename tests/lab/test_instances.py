@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -79,7 +80,8 @@ def quiclab(n: Instance, *args: str, timeout: float = 600) -> subprocess.Complet
 
 def quiclab_popen(n: Instance, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "lab", *args], env=env_for(n), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # (nohup: see conftest)
 
 
 def bridges(n: Instance) -> tuple[str, str]:

@@ -142,7 +142,9 @@ def test_an_interrupted_shard_resumes_its_own_slice_only(lab_up, tmp_path):
     deadline = time.monotonic() + WAIT_FOR_LAB_S
     while True:
         proc = subprocess.Popen([sys.executable, "-m", "lab", "sweep", "--scenario", str(scenario), "--shard", "2/3",
-                                 "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                 "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                # Ctrl-C must reach it: under `nohup ... &` SIGINT arrives ignored, across exec too
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         runs_csv = wait_for_rows(out, 3, exited=proc.poll)
         if runs_csv is not None:
             break
