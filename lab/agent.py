@@ -16,8 +16,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
-import os
-import select
 import subprocess
 import tempfile
 import time
@@ -27,6 +25,7 @@ from python_on_whales.exceptions import DockerException
 
 from lab import config, docker
 from lab.errors import EnvironmentProblem
+from lab.lines import LineReader
 
 START_TIMEOUT_S = 15.0
 
@@ -44,7 +43,8 @@ class Agent:
         self._proc = subprocess.Popen(["docker", "exec", "-i", container, "quiclab-agent", "serve"],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                                       start_new_session=True)
-        self._buf = b""
+        assert self._proc.stdout is not None
+        self._lines = LineReader(self._proc.stdout)
         self._next_id = 0
         hello = self._read_line(time.monotonic() + START_TIMEOUT_S)
         if hello is None or json.loads(hello).get("agent") != "quiclab-agent":
@@ -66,18 +66,7 @@ class Agent:
 
     def _read_line(self, deadline: float) -> str | None:
         """The next line from the agent, or None if it ended or the deadline passed."""
-        assert self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                return None
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return None
-            self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
-        return line.decode(errors="replace")
+        return self._lines.read_line(deadline)
 
     def call(self, argv: list[str], timeout_s: float) -> tuple[int, str, str]:
         assert self._proc.stdin is not None

@@ -10,13 +10,12 @@ so every rewrite rule matches the interface the packet arrived on: it applies ex
 from __future__ import annotations
 
 import contextlib
-import os
-import select
 import subprocess
 import time
 
 from lab import config
 from lab.errors import EnvironmentProblem
+from lab.lines import LineReader
 from lab.link import router
 
 PREFIX = "qla_"
@@ -105,24 +104,14 @@ class NftShell:
 
     def __init__(self) -> None:
         self._n = 0
-        self._buf = b""
         self.proc = subprocess.Popen(["docker", "exec", "-i", config.ROUTER_CONTAINER, "sh", "-c", "exec nft -i 2>&1"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+        assert self.proc.stdout is not None
+        self._lines = LineReader(self.proc.stdout)
         self._sync(time.monotonic() + 15)
 
     def _line(self, deadline: float) -> str | None:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                return None
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return None
-            self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
-        return line.decode(errors="replace")
+        return self._lines.read_line(deadline)
 
     def _sync(self, deadline: float) -> list[str]:
         """Everything nft printed for the commands before the marker (their errors), once it has done them."""
