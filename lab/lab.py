@@ -192,29 +192,62 @@ def wait_ready(timeout_s: float = UP_TIMEOUT_S, poll: Callable[[], list[str]] = 
 def down() -> None:
     engine()
     d = docker.client((config.GRAFANA_PROFILE,))  # the optional Grafana goes too
+    failed: DockerException | None = None
     try:
         d.compose.down(volumes=True, remove_orphans=True, timeout=5)
     except DockerException as e:
-        raise EnvironmentProblem(f"`docker compose down` failed (exit {e.return_code})") from None
+        # e.g. Docker 20.10's "network ... has active endpoints": an endpoint of a removed container that the
+        # daemon has not released yet (seen on CI after a container was killed). What is left goes below.
+        failed = e
     sweep_leftovers(d)
     hostnet.remove_bridge_rules()  # the `hostnet` service removed them when it stopped, unless it was killed
+    if failed is not None:
+        left = leftovers()
+        if left:
+            raise EnvironmentProblem(f"`docker compose down` failed (exit {failed.return_code}) and left "
+                                     f"{', '.join(left)}: {_last_line(failed.stderr)}") from None
+
+
+def _last_line(text: str | None) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else "no message"
+
+
+#: How often a lab network that still has endpoints is tried again (after force-disconnecting them).
+NETWORK_REMOVE_TRIES = 5
 
 
 def sweep_leftovers(d: DockerClient) -> None:
     """Remove what compose no longer knows about but is still labelled as this project's: volumes and networks
-    of another version of the compose file (an older checkout's lab), containers of a removed service."""
+    of another version of the compose file (an older checkout's lab), containers of a removed service, and
+    endpoints the daemon kept on a lab network after their container was removed (`docker network disconnect
+    -f`, the daemon's own remedy for a stale endpoint)."""
     with contextlib.suppress(DockerException):
         gone = d.container.list(all=True, filters=[("label", PROJECT_LABEL)])
         if gone:
             d.container.remove(gone, force=True, volumes=True)
     with contextlib.suppress(DockerException):
-        nets = d.network.list(filters=[("label", PROJECT_LABEL)])
-        if nets:
-            d.network.remove(nets)
+        for net in d.network.list(filters=[("label", PROJECT_LABEL)]):
+            _remove_network(d, net.name)
     with contextlib.suppress(DockerException):
         vols = d.volume.list(filters=[("label", PROJECT_LABEL)])
         if vols:
             d.volume.remove(vols)
+
+
+def _remove_network(d: DockerClient, name: str) -> None:
+    for attempt in range(NETWORK_REMOVE_TRIES):
+        try:
+            d.network.remove(name)
+            return
+        except DockerException:
+            if attempt == NETWORK_REMOVE_TRIES - 1:
+                raise
+        with contextlib.suppress(DockerException):
+            for key, endpoint in d.network.inspect(name).containers.items():
+                with contextlib.suppress(DockerException):
+                    d.network.disconnect(name, endpoint.name or key, force=True)
+        time.sleep(0.5 * (attempt + 1))
 
 
 def leftovers() -> list[str]:
