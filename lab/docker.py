@@ -8,7 +8,7 @@ import subprocess
 import uuid
 from functools import cache
 
-from python_on_whales import DockerClient
+from python_on_whales import Container, DockerClient
 from python_on_whales.exceptions import DockerException
 from python_on_whales.utils import get_docker_exception_type, post_process_stream
 
@@ -111,3 +111,34 @@ def run_once(image: str, command: list[str], *, network: str, cap_add: tuple[str
     if done.returncode != 0:
         raise get_docker_exception_type(done.stderr)(argv, done.returncode, done.stdout, done.stderr)
     return post_process_stream(done.stdout)
+
+
+#: How long the lab's own run of a container's health check may take (Docker's timeout for it is 3-5 s).
+OWN_CHECK_TIMEOUT_S = 5.0
+_passed_own_check: set[tuple[str, str]] = set()
+
+
+def health(c: Container) -> str:
+    """A container's health as the lab counts it: Docker's status ("" without a health check), except that a
+    running container Docker still calls "starting" is "healthy" once its own health check, run here now, passes.
+    The lab's health checks run every 30 s (docker-compose.yml): each is a `docker exec`, ~75 ms of CPU on a 2-core
+    host, and eleven containers checked every second took a third of the machine from the measurements. So Docker
+    calls a fresh container "starting" for up to 30 s, and whoever waits for it (`quiclab up`, a restarted server)
+    runs the same check itself meanwhile. A pass is remembered per container start."""
+    status = (c.state.health.status if c.state.health else "") or ""
+    if status != "starting" or c.state.status != "running" or c.state.paused:
+        return status
+    key = (c.id, str(c.state.started_at))
+    if key in _passed_own_check:
+        return "healthy"
+    hc = c.config.healthcheck
+    test = list(hc.test or []) if hc else []
+    if not test or test[0] == "NONE":
+        return status
+    command = ["/bin/sh", "-c", test[1]] if test[0] == "CMD-SHELL" else test[1:] if test[0] == "CMD" else test
+    try:
+        exec_in(c.name, command, timeout_s=OWN_CHECK_TIMEOUT_S)
+    except (DockerException, EnvironmentProblem):
+        return status
+    _passed_own_check.add(key)
+    return "healthy"

@@ -63,8 +63,7 @@ def states(names: tuple[str, ...] = LAB_CONTAINERS) -> list[ContainerState]:
             if c is None:
                 result.append(ContainerState(name, "missing", ""))
             else:
-                health = c.state.health.status if c.state.health else ""
-                result.append(ContainerState(name, c.state.status or "?", health or ""))
+                result.append(ContainerState(name, c.state.status or "?", docker.health(c)))
     except DockerException as e:
         raise EnvironmentProblem(f"the lab's containers changed while being inspected (being recreated?): "
                                  f"{' '.join((e.stderr or str(e)).split())[:200]}") from None

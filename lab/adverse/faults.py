@@ -34,7 +34,7 @@ from lab.errors import EnvironmentProblem
 from lab.link import calibrate, linkem, router, shaper
 from lab.link.model import Link, Outage
 
-#: A restarted or unpaused server must be healthy again within this (Docker's health check runs every second).
+#: A restarted or unpaused server must be healthy again within this (its own health check, run by docker.health).
 HEALTHY_WITHIN_S = 60.0
 #: A linkem blackout ends by itself inside the emulator; the run's link is put back this long after.
 RESTORE_AFTER_BLACKOUT_S = 0.05
@@ -49,8 +49,7 @@ class FaultFailed(EnvironmentProblem):
 def container_state(name: str) -> tuple[str, bool, str]:
     """(status, paused, health) of a container."""
     c = docker.client().container.inspect(name)
-    health = c.state.health.status if c.state.health else ""
-    return c.state.status or "?", bool(c.state.paused), health or ""
+    return c.state.status or "?", bool(c.state.paused), docker.health(c)
 
 
 def wait_healthy(name: str, within_s: float = HEALTHY_WITHIN_S) -> str | None:
