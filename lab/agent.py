@@ -3,7 +3,8 @@
 Every transfer, page load or other per-run command in a client container goes through here. Where the container's
 image has `quiclab-agent` (images/client/agent.py), one long-lived `docker exec -i <container> quiclab-agent serve`
 per container carries every command of a sweep as JSON lines (one `docker exec` costs ~80 ms on a 2-core host; a
-request to the agent ~1 ms); elsewhere each command is one `docker exec`. The agent opens no port and holds no
+request to the agent ~1 ms); in an image without it but with a POSIX shell and coreutils (the servers), a shell loop
+does the same (ShellAgent); elsewhere each command is one `docker exec`. The agent opens no port and holds no
 privileges. The contract is the same either way: returns the command's stdout (without the final newline); raises
 python-on-whales' DockerException with the exit code and stderr when the command exits non-zero, and
 lab.docker.ExecTimeout when no answer comes in time. An agent that dies, does not answer in time or is cut off by
@@ -14,8 +15,11 @@ never a result.
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
 import json
+import math
+import shlex
 import subprocess
 import tempfile
 import time
@@ -37,10 +41,12 @@ class AgentLost(EnvironmentProblem):
 class Agent:
     """One `quiclab-agent serve` in a container, spoken to over the stdin/stdout of `docker exec -i`."""
 
+    serve: tuple[str, ...] = ("quiclab-agent", "serve")
+
     def __init__(self, container: str) -> None:
         self.container = container
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the agent; close())
-        self._proc = subprocess.Popen(["docker", "exec", "-i", container, "quiclab-agent", "serve"],
+        self._proc = subprocess.Popen(["docker", "exec", "-i", container, *self.serve],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                                       start_new_session=True)
         assert self._proc.stdout is not None
@@ -68,26 +74,36 @@ class Agent:
         """The next line from the agent, or None if it ended or the deadline passed."""
         return self._lines.read_line(deadline)
 
+    def request(self, argv: list[str], timeout_s: float) -> bytes:
+        """One request as written to the agent's stdin."""
+        return (json.dumps({"id": self._next_id, "argv": argv, "timeout": timeout_s}) + "\n").encode()
+
+    def answer(self, line: str) -> tuple[int, int, str, str]:
+        """(request id, exit code, stdout, stderr) from one answer line."""
+        doc: dict[str, Any] = json.loads(line)
+        return int(doc.get("id", -1)), int(doc["exit"]), str(doc.get("stdout", "")), str(doc.get("stderr", ""))
+
     def call(self, argv: list[str], timeout_s: float) -> tuple[int, str, str]:
         assert self._proc.stdin is not None
         self._next_id += 1
-        request = {"id": self._next_id, "argv": argv, "timeout": timeout_s}
         try:
-            self._proc.stdin.write((json.dumps(request) + "\n").encode())
+            self._proc.stdin.write(self.request(argv, timeout_s))
             self._proc.stdin.flush()
         except OSError:
             raise AgentLost(f"the agent in {self.container} is gone: {self._why()}") from None
-        line = self._read_line(time.monotonic() + timeout_s)
+        line = self._read_line(time.monotonic() + timeout_s + 1)
         if line is None:
             if self.alive:
                 raise docker.ExecTimeout(f"`{' '.join(argv[:2])}` in {self.container} did not answer within "
                                          f"{timeout_s:g} s: is the container frozen (`docker ps`, `quiclab status`)?")
             raise AgentLost(f"the agent in {self.container} ended: {self._why()}")
-        answer: dict[str, Any] = json.loads(line)
-        if answer.get("id") != self._next_id:
-            raise AgentLost(f"the agent in {self.container} answered request {answer.get('id')}, not "
-                            f"{self._next_id}")
-        return int(answer["exit"]), str(answer.get("stdout", "")), str(answer.get("stderr", ""))
+        try:
+            rid, code, out, err = self.answer(line)
+        except (ValueError, KeyError, IndexError):
+            raise AgentLost(f"the agent in {self.container} answered {line[:100]!r}") from None
+        if rid != self._next_id:
+            raise AgentLost(f"the agent in {self.container} answered request {rid}, not {self._next_id}")
+        return code, out, err
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -101,6 +117,52 @@ class Agent:
         self._stderr.close()
 
 
+#: The agent of images without quiclab-agent (the servers: no Python there): a POSIX shell loop over the same
+#: `docker exec -i`. A request is three lines (id, timeout in seconds, the command quoted for sh in base64: it may
+#: span lines); the answer is one
+#: line "ID EXIT b<stdout in base64> b<stderr in base64>" (stdout as "p<word>" when it is one word of safe characters).
+#: coreutils' timeout ends a command that overruns (124). `cat FILE` is read by the shell itself ("r/PATH").
+#: Only what the lab reads per run goes through it (the server's congestion control, its listener): the `cat` of a
+#: /proc value takes under 1 ms here, another command ~8 ms, a `docker exec` ~90.
+SHELL_SERVE = r"""
+err=$(mktemp) || exit 1
+trap 'rm -f "$err"' EXIT
+echo '{"agent": "quiclab-agent", "kind": "sh"}'
+while IFS= read -r id && IFS= read -r limit && IFS= read -r cmd; do
+  case $cmd in
+    r/*)  # read one file with the shell's own `read` (no process started: a /proc or /sys value per run)
+      out=; code=0
+      { while IFS= read -r line || [ -n "$line" ]; do out=${out:+$out
+}$line; done <"${cmd#r}"; } 2>"$err" || code=1 ;;
+    *) out=$(timeout -k 1 "$limit" sh -c "$(printf '%s' "$cmd" | base64 -d)" </dev/null 2>"$err"); code=$? ;;
+  esac
+  e=; if [ -s "$err" ]; then e=$(base64 -w0 <"$err"); fi
+  case $out in
+    *[!A-Za-z0-9_.:/=+-]*) printf '%s %s b%s b%s\n' "$id" "$code" "$(printf '%s' "$out" | base64 -w0)" "$e" ;;
+    *) printf '%s %s p%s b%s\n' "$id" "$code" "$out" "$e" ;;  # plain: one word of safe characters, as it is
+  esac
+done
+"""
+#: What a container needs for the shell agent.
+SHELL_NEEDS = ("sh", "timeout", "base64", "mktemp")
+
+
+class ShellAgent(Agent):
+    serve = ("sh", "-c", SHELL_SERVE)
+
+    def request(self, argv: list[str], timeout_s: float) -> bytes:
+        if len(argv) == 2 and argv[0] == "cat" and argv[1].startswith("/") and "\n" not in argv[1]:
+            command = f"r{argv[1]}"  # one file read in the shell itself
+        else:
+            command = base64.b64encode(shlex.join(argv).encode()).decode()
+        return f"{self._next_id}\n{max(1, math.ceil(timeout_s))}\n{command}\n".encode()
+
+    def answer(self, line: str) -> tuple[int, int, str, str]:
+        rid, code, out, err = line.split(" ")
+        text = out[1:] if out[:1] == "p" else base64.b64decode(out[1:]).decode(errors="replace")
+        return int(rid), int(code), text, base64.b64decode(err[1:]).decode(errors="replace")
+
+
 _agents: dict[str, Agent] = {}
 _without: set[str] = set()  # containers whose image has no agent: one docker exec per command
 
@@ -112,15 +174,23 @@ def _agent(container: str) -> Agent | None:
     _agents.pop(container, None)
     if container in _without:
         return None
+    probe = ("if command -v quiclab-agent >/dev/null; then echo python; "
+             f"elif {' && '.join(f'command -v {x} >/dev/null' for x in SHELL_NEEDS)}; then echo sh; fi")
     try:
-        has = docker.exec_in(container, ["sh", "-c", "command -v quiclab-agent || true"], timeout_s=10).strip()
+        kind = docker.exec_in(container, ["sh", "-c", probe], timeout_s=10).strip()
     except DockerException as e:
         raise EnvironmentProblem(f"{container}: {(e.stderr or str(e)).strip()}") from None
-    if not has:
+    if kind not in ("python", "sh"):
         _without.add(container)
         return None
-    _agents[container] = agent = Agent(container)
+    _agents[container] = agent = Agent(container) if kind == "python" else ShellAgent(container)
     return agent
+
+
+def warm(container: str) -> None:
+    """Start the container's agent now (if it has one and agents are on), not with its first command."""
+    if enabled():
+        _agent(container)
 
 
 #: QUICLAB_AGENT=off: one `docker exec` per command even where an agent exists (to compare, or to debug).

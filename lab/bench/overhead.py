@@ -89,5 +89,30 @@ def run(size: str, repeats: int, rounds: int) -> list[SweepFigures]:
     return out
 
 
-def to_json(rows: list[SweepFigures]) -> str:
-    return json.dumps([asdict(r) for r in rows], indent=2)
+@dataclass
+class ClientStart:
+    """What of a run's overhead is the client's own process: `curl --version` (a curl process started, its
+    libraries loaded and initialised, nothing fetched) and `true` through the client's agent, medians of N."""
+    curl_version_ms: float
+    agent_true_ms: float
+    n: int
+
+
+def client_start(n: int = 20) -> ClientStart:
+    from lab import agent, config
+
+    def median_ms(argv: list[str]) -> float:
+        times = []
+        for _ in range(n):
+            t0 = time.monotonic()
+            agent.run(config.CLIENT_CONTAINER, argv, timeout_s=10)
+            times.append(time.monotonic() - t0)
+        return statistics.median(times) * 1000
+
+    agent.run(config.CLIENT_CONTAINER, ["true"], timeout_s=30)  # the agent started
+    return ClientStart(curl_version_ms=median_ms(["curl", "--version"]), agent_true_ms=median_ms(["true"]), n=n)
+
+
+def to_json(rows: list[SweepFigures], start: ClientStart | None = None) -> str:
+    return json.dumps({"sweeps": [asdict(r) for r in rows], "client_start": asdict(start) if start else None},
+                      indent=2)

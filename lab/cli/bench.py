@@ -77,6 +77,7 @@ def _overhead(size: str, rounds: int, repeats: int) -> None:
     lab.require_up()
     with terminal.status(f"per-run overhead: {2 * rounds} sweeps of {size} objects, agent and docker exec in turn"):
         rows = overhead.run(size, repeats, rounds)
+        start = overhead.client_start()
     terminal.table(f"per-run overhead, {size} objects, 20 ms RTT, 100 Mbit/s, h1/h2/h3 x {repeats}",
                    ["path", "runs ok", "overhead median ms", "p90 ms", "transfers s", "runs span s",
                     "span / transfers", "command s", "CPU steal %"],
@@ -85,7 +86,10 @@ def _overhead(size: str, rounds: int, repeats: int) -> None:
                      f"{r.command_s:.1f}", f"{r.steal_pct:.0f}"] for r in rows],
                    right=["overhead median ms", "p90 ms", "transfers s", "runs span s", "span / transfers",
                           "command s", "CPU steal %"])
+    terminal.info(f"of which the client's own start: a curl process (curl --version through the agent) "
+                  f"{start.curl_version_ms:.1f} ms, a command through the agent (true) {start.agent_true_ms:.1f} ms "
+                  f"(medians of {start.n}); a run starts one curl, as a fresh client per run requires")
     out = config.ROOT / "results" / "bench" / f"overhead-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(overhead.to_json(rows))
+    out.write_text(overhead.to_json(rows, start))
     terminal.success(f"written {out.relative_to(config.ROOT)}")

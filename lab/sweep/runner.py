@@ -201,6 +201,28 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
     return rec
 
 
+def warm_up(runs: list[PlannedRun], ctx: Context) -> None:
+    """What the first run would otherwise pay inside its own wall time, done once before the runs: the agents of
+    the client and server containers the runs use (lab/agent.py) and the router facts the shaper keeps (its
+    interfaces, the path in force, the lab path's calibration). Best effort: a lab problem shows in the first run,
+    which handles it as it handles any (retried, or the sweep stops; never a result)."""
+    from lab import agent
+    from lab.link import calibrate
+
+    containers: set[str] = set()
+    for run in runs:
+        with contextlib.suppress(QuiclabError, KeyError):
+            containers.add(get_client(run.client).container)
+            containers.add(registry().server(run.server).container)
+    with contextlib.suppress(QuiclabError):
+        for container in sorted(containers):
+            agent.warm(container)
+        if ctx.shaper in ("linkem", "auto"):
+            router.interfaces()
+            router.path()
+            calibrate.path_delays("linkem")
+
+
 #: Packets of another IP protocol crossing the link during a run beyond which another command was using it. Not
 #: zero: the previous run's QUIC connection may still send a few closing packets into a TCP run (12 seen).
 FOREIGN_PACKETS = 50

@@ -80,6 +80,7 @@ def execute(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Plan
     live = Publisher.for_sweep(s.name, total, manifest.get("x_name", "point"), manifest.get("shaper", ""))
     try:
         live.begin(store.load_runs(folder), todo, fresh=done == 0)
+        runner.warm_up(todo, ctx)
         finish = _run_with_progress(folder, s, ctx, live, todo, done, total)
     except KeyboardInterrupt:
         finish = runner.Finish("interrupted")
