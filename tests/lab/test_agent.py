@@ -56,7 +56,7 @@ def test_an_agent_killed_under_a_command_is_the_labs_failure_and_replaced(contai
     def long_command() -> None:
         try:
             agent.run(container, ["sleep", "20"], timeout_s=30)
-        except BaseException as e:  # noqa: BLE001 (what the caller of a run would see)
+        except BaseException as e:  # what the caller of a run would see
             errors.append(e)
 
     worker = threading.Thread(target=long_command)
