@@ -118,12 +118,12 @@ class Agent:
 
 
 #: The agent of images without quiclab-agent (the servers: no Python there): a POSIX shell loop over the same
-#: `docker exec -i`. A request is three lines (id, timeout in seconds, the command quoted for sh in base64: it may
-#: span lines); the answer is one
-#: line "ID EXIT b<stdout in base64> b<stderr in base64>" (stdout as "p<word>" when it is one word of safe characters).
-#: coreutils' timeout ends a command that overruns (124). `cat FILE` is read by the shell itself ("r/PATH").
-#: Only what the lab reads per run goes through it (the server's congestion control, its listener): the `cat` of a
-#: /proc value takes under 1 ms here, another command ~8 ms, a `docker exec` ~90.
+#: `docker exec -i`. A request is three lines: id, timeout in seconds, and the command quoted for sh in base64 (it
+#: may span lines) or "r/PATH" for `cat PATH` (read by the shell itself, no process started). The answer is one line
+#: "ID EXIT b<stdout in base64> b<stderr in base64>", stdout as "p<word>" when it is one word of safe characters.
+#: coreutils' timeout ends a command that overruns (exit 124). What the lab reads per run goes through it (the
+#: server's congestion control, its listener): a /proc value in under 1 ms, another command ~8 ms, where a
+#: `docker exec` takes ~90.
 SHELL_SERVE = r"""
 err=$(mktemp) || exit 1
 trap 'rm -f "$err"' EXIT
