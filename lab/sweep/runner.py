@@ -217,7 +217,7 @@ def warm_up(runs: list[PlannedRun], ctx: Context) -> None:
     with contextlib.suppress(QuiclabError):
         for container in sorted(containers):
             agent.warm(container)
-        if ctx.shaper in ("linkem", "auto"):
+        if ctx.shaper == "linkem":  # the resolved backend (the manifest's); netem needs none of these
             router.interfaces()
             router.path()
             calibrate.path_delays("linkem")

@@ -4,6 +4,7 @@ for it while another quiclab command measures."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import subprocess
@@ -256,7 +257,7 @@ def test_the_nft_blackout_netem_uses_is_as_precise(lab_held, tmp_path):
     from lab.evidence.capture import collecting
 
     shaper.apply(Link(), "linkem")
-    attempt = iter(range(1, 100))
+    attempt = itertools.count(1)
 
     def measure() -> list[tuple[str, float, float, float, tuple[float, ...]]]:
         folder = tmp_path / f"attempt-{next(attempt)}"
