@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import shutil
 import subprocess
 import uuid
 from functools import cache
+from pathlib import Path
 
 from python_on_whales import Container, DockerClient
 from python_on_whales.exceptions import DockerException
@@ -124,12 +127,13 @@ def health(c: Container) -> str:
     The lab's health checks run every 30 s (docker-compose.yml): each is a `docker exec`, ~75 ms of CPU on a 2-core
     host, and eleven containers checked every second took a third of the machine from the measurements. So Docker
     calls a fresh container "starting" for up to 30 s, and whoever waits for it (`quiclab up`, a restarted server)
-    runs the same check itself meanwhile. A pass is remembered per container start."""
+    runs the same check itself meanwhile. A pass is remembered per container start, for later commands too."""
     status = (c.state.health.status if c.state.health else "") or ""
     if status != "starting" or c.state.status != "running" or c.state.paused:
         return status
     key = (c.id, str(c.state.started_at))
-    if key in _passed_own_check:
+    marker = _pass_marker(key)
+    if key in _passed_own_check or marker.exists():
         return "healthy"
     hc = c.config.healthcheck
     test = list(hc.test or []) if hc else []
@@ -141,4 +145,14 @@ def health(c: Container) -> str:
     except (DockerException, EnvironmentProblem):
         return status
     _passed_own_check.add(key)
+    with contextlib.suppress(OSError):  # for the next quiclab command too (`quiclab up`, then `quiclab run`)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
     return "healthy"
+
+
+def _pass_marker(key: tuple[str, str]) -> Path:
+    """Where a passed own check of one container start is remembered across quiclab commands."""
+    from lab.sweep.startup_cache import cache_dir
+
+    return cache_dir() / "health" / f"{key[0]}-{hashlib.sha256(key[1].encode()).hexdigest()[:16]}"

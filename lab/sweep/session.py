@@ -80,7 +80,6 @@ def execute(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Plan
     live = Publisher.for_sweep(s.name, total, manifest.get("x_name", "point"), manifest.get("shaper", ""))
     try:
         live.begin(store.load_runs(folder), todo, fresh=done == 0)
-        runner.warm_up(todo, ctx)
         finish = _run_with_progress(folder, s, ctx, live, todo, done, total)
     except KeyboardInterrupt:
         finish = runner.Finish("interrupted")
@@ -112,6 +111,7 @@ def _run_with_progress(folder: Path, s: Scenario, ctx: Context, live: Publisher,
     failures, n_session, t_session = 0, 0, time.monotonic()
     log = store.RunLog(folder)
     try:
+        runner.warm_up(todo, ctx)  # (after runs.csv exists: a Ctrl-C here is one before the first run)
         with _progress() as progress:
             task = progress.add_task(s.name, total=total, completed=done, failures=0, eta=None)
 
