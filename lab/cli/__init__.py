@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+from typing import NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -39,6 +42,20 @@ def _typer_message(e: TyperException) -> str:
     return message
 
 
+def _exiting_on_interrupt() -> None:
+    """From here on further Ctrl-Cs are ignored: the exit's own clean-up (agents closed, atexit) is short, and a
+    second signal landing in it would otherwise end the process by SIGINT (exit status -2) instead of 130."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def exit_interrupted() -> NoReturn:
+    """The one line and exit code 130 after Ctrl-C."""
+    _exiting_on_interrupt()
+    terminal.error("interrupted")
+    sys.exit(130)
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         # Outside standalone mode typer *returns* an exit code instead of exiting: 130 when a Ctrl-C escaped the
@@ -47,14 +64,15 @@ def main(argv: list[str] | None = None) -> None:
         code = app(args=argv, standalone_mode=False)
         if isinstance(code, int) and code:
             if code == 130:
-                terminal.error("interrupted")
+                exit_interrupted()
             sys.exit(code)
     except QuiclabError as e:
+        if e.exit_code == 130:  # a sweep stopped by Ctrl-C (its line names the command that continues it)
+            _exiting_on_interrupt()
         terminal.error(str(e))
         sys.exit(e.exit_code)
     except typer.Abort:
-        terminal.error("interrupted")
-        sys.exit(130)
+        exit_interrupted()
     except TyperException as e:
         if not e.format_message().strip():  # no arguments: the help was printed
             sys.exit(0)
@@ -63,5 +81,4 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
-        terminal.error("interrupted")
-        sys.exit(130)
+        exit_interrupted()

@@ -46,6 +46,9 @@ def test_ctrl_c_inside_a_command_exits_130_and_says_so(monkeypatch, capsys):
         cli.main([])
     assert e.value.code == 130
     assert "interrupted" in capsys.readouterr().err
+    # a second Ctrl-C during the exit's clean-up is ignored: the process still ends with 130, not killed by SIGINT
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    os.kill(os.getpid(), signal.SIGINT)
 
 
 def test_ctrl_c_while_a_run_is_recorded_lets_the_record_finish(monkeypatch):
