@@ -46,7 +46,8 @@ class Agent:
     def __init__(self, container: str) -> None:
         self.container = container
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the agent; close())
-        self._proc = subprocess.Popen(["docker", "exec", "-i", container, *self.serve],
+        options = [] if config.curl_spare_enabled() else ["-e", f"{config.ENV_CURL_SPARE}=off"]
+        self._proc = subprocess.Popen(["docker", "exec", "-i", *options, container, *self.serve],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                                       start_new_session=True)
         assert self._proc.stdout is not None

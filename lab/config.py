@@ -34,6 +34,8 @@ ENV_GRAFANA_ADMIN_PASSWORD = "QUICLAB_GRAFANA_ADMIN_PASSWORD"
 ENV_TAG = "QUICLAB_TAG"  # the lab images' tag (compose)
 ENV_LINKEM_SPIN_US = "QUICLAB_LINKEM_SPIN_US"  # linkem's busy-wait before a deadline (compose -> router)
 ENV_AGENT = "QUICLAB_AGENT"  # "off" = one docker exec per command even where a client agent exists (lab/agent.py)
+# "off" = the client agents start curl with each fetch instead of keeping the next one started (images/client/agent.py)
+ENV_CURL_SPARE = "QUICLAB_CURL_SPARE"
 ENV_INSTANCE = instance.ENV_INSTANCE  # which lab of this host (lab/instance.py); unset: the default lab
 ENV_FILE = ROOT / ".env"
 
@@ -213,6 +215,10 @@ def agent_enabled() -> bool:
     return _typed(ENV_AGENT, True, _switch, "on or off (also 1/0, yes/no, true/false)")
 
 
+def curl_spare_enabled() -> bool:
+    return _typed(ENV_CURL_SPARE, True, _switch, "on or off (also 1/0, yes/no, true/false)")
+
+
 def grafana_image() -> str:
     tag = _typed(ENV_GRAFANA_TAG, GRAFANA_DEFAULT_TAG, _tag, "a Docker image tag, e.g. 11.2.0")
     return f"{GRAFANA_IMAGE}:{tag}"
@@ -258,6 +264,7 @@ def check_all() -> None:
     timeout_s()
     grafana_enabled()
     agent_enabled()
+    curl_spare_enabled()
     grafana_image()
     images_tag()
     linkem_spin_us()

@@ -6,7 +6,11 @@
     quiclab-ngtcp2-fetch          (a link to this file) one gtlsclient download; environment as below
 
 `serve` exists so the lab starts one process per container for a sweep instead of one `docker exec` per run (each
-costs ~80 ms on a 2-core host); it opens no port and needs no privileges: the lab talks to it over the stdin and
+costs ~80 ms on a 2-core host); it opens no port and needs no privileges. Between requests it keeps the next
+fetch's curl started ("a spare", unless QUICLAB_CURL_SPARE=off): `curl -K -` loads its 34 libraries and initialises
+(~12 ms here, more than the lab's own share of a run), then waits for its options on stdin; a fetch with the same
+environment hands its options over as a curl config instead of starting curl. The same curl binary runs the same
+options either way; curl's own timers start with the transfer in both. The agent the lab talks to it over the stdin and
 stdout of one `docker exec -i`. A request is {"id": N, "argv": [...], "env": {...}, "timeout": S}; the answer is
 {"id": N, "exit": CODE, "stdout": "...", "stderr": "..."}: what running argv would have given. The two fetch
 commands run in this process (no shell, no awk, no sha256sum: only curl or gtlsclient are started); any other
@@ -15,6 +19,7 @@ argv is run as a subprocess, killed with its process group after `timeout` secon
 
 The fetch commands print {"exit": N, "sha256": "<hex of the body>", "curl": {...curl's %{json} keys...},
 "udp_rcvbuf_errors": N|null}. The body is hashed as it streams (nothing is written to disk by quiclab-fetch).
+"prestarted": true when the curl of the fetch was started ahead of it (below).
 udp_rcvbuf_errors: datagrams this network namespace dropped because a UDP socket's receive buffer was full
 during the transfer (UdpRcvbufErrors in /proc/net/snmp; the client container runs one transfer at a time).
 
@@ -30,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -37,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import IO
 
 UNSUPPORTED = 127
 CURL_TIMEOUT = 28
@@ -57,19 +64,103 @@ def _drops(before: int | None, after: int | None) -> int | None:
     return after - before if before is not None and after is not None else None
 
 
-def fetch_curl(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
-    """curl ARGS with the body streamed through SHA-256 and %{json} written aside: (0, JSON line, stderr)."""
+#: curl options the lab's fetches use, by whether they take a value: what curl_config() can write as a config.
+CURL_FLAGS = frozenset({"--http1.1", "--http2", "--http3", "--http3-only", "--ipv4", "--ipv6", "--silent", "-s",
+                        "--show-error", "-S", "--insecure", "-k", "--compressed", "--no-keepalive", "--tlsv1.2",
+                        "--tlsv1.3", "--no-progress-meter"})
+CURL_VALUED = frozenset({"--resolve", "--connect-to", "--cacert", "--max-time", "-m", "--connect-timeout", "-o",
+                         "--output", "-w", "--write-out", "--limit-rate", "--range", "-r", "--header", "-H",
+                         "--user-agent", "-A", "--interface", "--local-port", "--ciphers", "--curves"})
+
+
+def _quoted(value: str) -> str:
+    """A value in a curl config: double quotes, with the escapes curl's config parser reads back."""
+    for raw, escaped in (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\t", "\\t"), ("\r", "\\r"), ("\v", "\\v")):
+        value = value.replace(raw, escaped)
+    return f'"{value}"'
+
+
+def curl_config(argv: list[str]) -> str | None:
+    """curl's ARGV as a config for `curl -K -` (one option per line, values quoted, the URL as `url = ...`); None
+    when an option is not one whose arity is known here (such a fetch starts its own curl)."""
+    lines: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        if arg in CURL_FLAGS:
+            lines.append(arg)
+        elif arg in CURL_VALUED:
+            value = next(it, None)
+            if value is None:
+                return None
+            lines.append(f"{arg} {_quoted(value)}")
+        elif arg.startswith("-"):
+            return None
+        else:
+            lines.append(f"url = {_quoted(arg)}")
+    return "".join(f"{line}\n" for line in lines)
+
+
+class Spare:
+    """A curl started before its fetch: libraries loaded and initialised, waiting for a config on its stdin."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.err: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (handed to the fetch, or closed by discard)
+        self.proc = subprocess.Popen(["curl", "-K", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.err, env=env)
+
+    def take(self, config: str) -> subprocess.Popen[bytes] | None:
+        """Hand the fetch's options over; None if it has gone meanwhile."""
+        assert self.proc.stdin is not None
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(config.encode())
+                self.proc.stdin.close()
+                return self.proc
+            except OSError:
+                pass
+        return None
+
+    def discard(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout, self.err):
+            if f is not None:
+                f.close()
+
+
+def spares_enabled() -> bool:
+    return os.environ.get("QUICLAB_CURL_SPARE", "on").lower() not in ("off", "0", "no", "false")
+
+
+def fetch_curl(args: list[str], env: dict[str, str], spare: Spare | None = None) -> tuple[int, str, str]:
+    """curl ARGS with the body streamed through SHA-256 and %{json} written aside: (0, JSON line, stderr). A spare
+    started with the same environment runs it when curl_config can write ARGS (it is used up either way)."""
     fd, wo = tempfile.mkstemp(prefix="quiclab-wo-")
     os.close(fd)
     drops0 = rcvbuf_errors()
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(["curl", *args, "-o", "-", "-w", f"%output{{{wo}}}%{{json}}"],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=env)
+    argv = [*args, "-o", "-", "-w", f"%output{{{wo}}}%{{json}}"]
+    proc: subprocess.Popen[bytes] | None = None
+    err: IO[bytes] | None = None
+    if spare is not None:
+        config = curl_config(argv) if spare.env == env else None
+        proc = spare.take(config) if config is not None else None
+        if proc is None:
+            spare.discard()
+        else:
+            err = spare.err
+    prestarted = proc is not None
+    with err or tempfile.TemporaryFile() as err:
+        if proc is None:
+            proc = subprocess.Popen(["curl", *argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                                    env=env)
         assert proc.stdout is not None
         digest = hashlib.sha256()
         while chunk := proc.stdout.read(CHUNK):
             digest.update(chunk)
         rc = proc.wait()
+        proc.stdout.close()
         err.seek(0)
         stderr = err.read().decode(errors="replace")
     drops1 = rcvbuf_errors()
@@ -80,7 +171,7 @@ def fetch_curl(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
         writeout = None
     finally:
         os.unlink(wo)
-    line = {"exit": rc, "sha256": digest.hexdigest(), "curl": writeout,
+    line = {"exit": rc, "sha256": digest.hexdigest(), "curl": writeout, "prestarted": prestarted,
             "udp_rcvbuf_errors": _drops(drops0, drops1)}
     return 0, json.dumps(line, separators=(",", ":")), stderr
 
@@ -165,11 +256,11 @@ def _split_env(argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[st
     return argv, env
 
 
-def run(argv: list[str], env: dict[str, str], timeout: float) -> tuple[int, str, str]:
+def run(argv: list[str], env: dict[str, str], timeout: float, spare: Spare | None = None) -> tuple[int, str, str]:
     argv, env = _split_env(argv, env)
     name = os.path.basename(argv[0]) if argv else ""
     if name == "quiclab-fetch":
-        return fetch_curl(argv[1:], env)
+        return fetch_curl(argv[1:], env, spare)
     if name == "quiclab-ngtcp2-fetch":
         return fetch_ngtcp2(env)
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -183,23 +274,72 @@ def run(argv: list[str], env: dict[str, str], timeout: float) -> tuple[int, str,
     return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
 
+def _is_fetch(argv: list[str], env: dict[str, str]) -> dict[str, str] | None:
+    """The environment a `quiclab-fetch` request runs curl with; None for any other request."""
+    argv, env = _split_env(argv, env)
+    return env if argv and os.path.basename(argv[0]) == "quiclab-fetch" else None
+
+
+def _stopped(fetch_line: str) -> bool:
+    """Whether a fetch's curl was ended by a signal (its JSON line's exit is negative)."""
+    try:
+        return int(json.loads(fetch_line).get("exit", 0)) < 0
+    except (ValueError, TypeError, AttributeError):
+        return False
+
+
 def serve() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the lab stops transfers itself; the agent outlives them
     out = sys.stdout
     out.write(json.dumps({"agent": "quiclab-agent", "version": 1, "pid": os.getpid()}) + "\n")
     out.flush()
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        req: dict = {}
-        try:
-            req = json.loads(line)
-            env = {**os.environ, **{str(k): str(v) for k, v in (req.get("env") or {}).items()}}
-            code, stdout, stderr = run([str(a) for a in req["argv"]], env, float(req.get("timeout") or 3600))
-        except (ValueError, KeyError, TypeError, OSError) as e:
-            code, stdout, stderr = 125, "", f"quiclab-agent: {type(e).__name__}: {e}"
-        out.write(json.dumps({"id": req.get("id"), "exit": code, "stdout": stdout, "stderr": stderr}) + "\n")
-        out.flush()
+    spares = spares_enabled()
+    spare: Spare | None = None
+    fetch_env: dict[str, str] | None = None  # what the next curl is started with (None: none is started)
+    last_fetch_env: dict[str, str] | None = None
+    buf = b""
+    try:
+        while True:
+            if b"\n" not in buf:
+                # Nothing to do until the next request: start its curl now, unless a request or the end of input
+                # is already waiting (after Ctrl-C the lab closes stdin: no curl is started then).
+                if (spares and fetch_env is not None and (spare is None or spare.proc.poll() is not None)
+                        and not select.select([0], [], [], 0)[0]):
+                    if spare is not None:
+                        spare.discard()
+                    spare = Spare(fetch_env)
+                chunk = os.read(0, 1 << 16)
+                if not chunk:
+                    break
+                buf += chunk
+                continue
+            raw, _, buf = buf.partition(b"\n")
+            if not raw.strip():
+                continue
+            req: dict = {}
+            try:
+                req = json.loads(raw)
+                env = {**os.environ, **{str(k): str(v) for k, v in (req.get("env") or {}).items()}}
+                argv = [str(a) for a in req["argv"]]
+                this_fetch = _is_fetch(argv, env)
+                if this_fetch is not None:
+                    taken, spare = spare, None
+                    code, stdout, stderr = run(argv, env, float(req.get("timeout") or 3600), taken)
+                    # A curl ended by a signal was stopped by the lab (Ctrl-C): no curl is started after it. Nor
+                    # after a fetch whose environment differs from the one before (evidence: a key log file per
+                    # run): a curl started with it would not be used.
+                    steady = this_fetch == last_fetch_env or last_fetch_env is None
+                    last_fetch_env = this_fetch
+                    fetch_env = this_fetch if steady and not _stopped(stdout) else None
+                else:
+                    code, stdout, stderr = run(argv, env, float(req.get("timeout") or 3600))
+            except (ValueError, KeyError, TypeError, OSError) as e:
+                code, stdout, stderr = 125, "", f"quiclab-agent: {type(e).__name__}: {e}"
+            out.write(json.dumps({"id": req.get("id"), "exit": code, "stdout": stdout, "stderr": stderr}) + "\n")
+            out.flush()
+    finally:
+        if spare is not None:
+            spare.discard()
     return 0
 
 

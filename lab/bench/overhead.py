@@ -1,8 +1,10 @@
 """Per-run overhead benchmark: what a sweep of small objects spends around its transfers.
 
 One small-object scenario (10 kB, 20 ms RTT, 100 Mbit/s, h1/h2/h3 x N repeats, curl -> nginx) is run as real
-sweeps (`quiclab sweep` subprocesses), alternating between the agent path and one `docker exec` per run
-(QUICLAB_AGENT=off), so both are measured side by side on this noisy host. Per sweep: the median per-run lab
+sweeps (`quiclab sweep` subprocesses), in turn on three paths, so they are measured side by side on this noisy
+host: "agent" (the default: the client agent, which keeps the next fetch's curl started), "agent-nospare" (the
+agent starting curl with each fetch, QUICLAB_CURL_SPARE=off) and "exec" (one `docker exec` per run,
+QUICLAB_AGENT=off). Per sweep: the median per-run lab
 overhead (runs.csv overhead_s: a run's wall time minus the client's own time_total), the sum of transfer times,
 the runs' span (first run's start to the last run's end: transfers plus everything the lab does between them) and
 the whole command's wall time (start-up and report included).
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from lab.agent import ENV_AGENT
 from lab.bench import host
+from lab.config import ENV_CURL_SPARE
 from lab.errors import EnvironmentProblem
 from lab.sweep import store
 
@@ -40,7 +43,7 @@ rate = "100mbit"
 
 @dataclass
 class SweepFigures:
-    mode: str  # agent | exec
+    mode: str  # agent | agent-nospare | exec
     runs: int
     ok: int
     overhead_median_ms: float
@@ -67,15 +70,22 @@ def figures(folder: Path, mode: str, command_s: float, steal_pct: float) -> Swee
                         command_s=command_s, steal_pct=steal_pct)
 
 
+#: The paths, and the environment of each one's sweep.
+MODES = {"agent": {ENV_AGENT: "on", ENV_CURL_SPARE: "on"},
+         "agent-nospare": {ENV_AGENT: "on", ENV_CURL_SPARE: "off"},
+         "exec": {ENV_AGENT: "off", ENV_CURL_SPARE: "on"}}
+
+
 def run(size: str, repeats: int, rounds: int) -> list[SweepFigures]:
     out: list[SweepFigures] = []
+    names = list(MODES)
     with tempfile.TemporaryDirectory(prefix="quiclab-bench-") as tmp:
         for i in range(rounds):
-            for mode in (("agent", "exec") if i % 2 == 0 else ("exec", "agent")):
+            for mode in names[i % len(names):] + names[:i % len(names)]:  # each path first in turn
                 scenario = Path(tmp) / f"{mode}-{i}.toml"
                 scenario.write_text(SCENARIO.format(mode=mode, size=size, repeats=repeats))
                 results = Path(tmp) / f"out-{mode}-{i}"
-                env = {**os.environ, ENV_AGENT: "on" if mode == "agent" else "off"}
+                env = {**os.environ, **MODES[mode]}
                 t0 = time.monotonic()
                 with host.StealMeter() as meter:
                     done = subprocess.run([sys.executable, "-m", "lab", "sweep", "--scenario", str(scenario),

@@ -18,7 +18,8 @@ def register(app: typer.Typer) -> None:
                                                  "per-run cost around small transfers).")] = "link",
         seconds: Annotated[float, typer.Option(help="Duration of each measurement.")] = 5.0,
         rounds: Annotated[int, typer.Option(help="Kernel-vs-linkem forwarding pairs (alternating order); for "
-                                                 "overhead: agent-vs-exec sweep pairs.")] = 3,
+                                                 "overhead: rounds of one sweep per path (agent, agent-nospare, "
+                                                 "exec).")] = 3,
         size: Annotated[str, typer.Option(help="overhead: object size.")] = "10kB",
         repeats: Annotated[int, typer.Option(help="overhead: repeats per protocol in each sweep.")] = 10,
     ) -> None:
@@ -75,7 +76,8 @@ def _overhead(size: str, rounds: int, repeats: int) -> None:
     if not 1 <= repeats <= 100:
         raise UsageError(f"invalid --repeats {repeats}: allowed is 1..100")
     lab.require_up()
-    with terminal.status(f"per-run overhead: {2 * rounds} sweeps of {size} objects, agent and docker exec in turn"):
+    with terminal.status(f"per-run overhead: {len(overhead.MODES) * rounds} sweeps of {size} objects, "
+                         f"{', '.join(overhead.MODES)} in turn"):
         rows = overhead.run(size, repeats, rounds)
         start = overhead.client_start()
     terminal.table(f"per-run overhead, {size} objects, 20 ms RTT, 100 Mbit/s, h1/h2/h3 x {repeats}",
@@ -88,7 +90,8 @@ def _overhead(size: str, rounds: int, repeats: int) -> None:
                           "command s", "CPU steal %"])
     terminal.info(f"of which the client's own start: a curl process (curl --version through the agent) "
                   f"{start.curl_version_ms:.1f} ms, a command through the agent (true) {start.agent_true_ms:.1f} ms "
-                  f"(medians of {start.n}); a run starts one curl, as a fresh client per run requires")
+                  f"(medians of {start.n}); a run uses one curl process, as a fresh client per run requires "
+                  f"(agent: started before its run, waiting for its options)")
     out = config.ROOT / "results" / "bench" / f"overhead-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(overhead.to_json(rows, start))

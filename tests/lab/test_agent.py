@@ -71,3 +71,96 @@ def test_an_agent_killed_under_a_command_is_the_labs_failure_and_replaced(contai
     assert isinstance(error, EnvironmentProblem), repr(error)
     assert agent.run(container, ["echo", "again"], timeout_s=10) == "again"
     assert agent._agents[container] is not first
+
+
+# --- the client agent's prestarted curl ("spare", images/client/agent.py) ----------------------------------------
+
+def _client_agent_module():
+    import importlib.machinery
+    import importlib.util
+
+    from lab import config as lab_config
+
+    path = str(lab_config.ROOT / "images" / "client" / "agent.py")
+    loader = importlib.machinery.SourceFileLoader("quiclab_client_agent", path)
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def _fetch_argv(client: str, protocol: str, size: int, env: dict[str, str] | None = None) -> list[str]:
+    from lab import objects
+    from lab.endpoints import get_client
+    from lab.models import TransferRequest
+    from lab.protocols import Protocol
+
+    request = TransferRequest(protocol=Protocol(protocol), size=size, url=objects.url_for(size), timeout_s=30,
+                              env=env or {})
+    return get_client(client).command(request)
+
+
+@pytest.mark.parametrize("client", ["curl", "curl-8.23"])
+def test_a_prestarted_curl_fetches_what_a_fresh_one_does(lab_up: None, client: str, monkeypatch: pytest.MonkeyPatch):
+    """Each fetch after the first runs in the curl the agent started ahead of it (its options handed over as a
+    config): every protocol verified, curl's own times present; a fetch with another environment, and every fetch
+    with QUICLAB_CURL_SPARE=off, starts its own curl and gives the same."""
+    import json
+
+    from lab import objects
+    from lab.endpoints import get_client
+
+    container = get_client(client).container
+    size = 10_000
+    digest = objects.ensure(size)
+
+    def fetch(protocol: str, env: dict[str, str] | None = None) -> dict:
+        time.sleep(0.05)  # the lab's own work between runs, during which the agent starts the next curl
+        doc = json.loads(agent.run(container, _fetch_argv(client, protocol, size, env), timeout_s=60).splitlines()[-1])
+        assert doc["exit"] == 0 and doc["sha256"] == digest, doc
+        assert doc["curl"]["size_download"] == size and doc["curl"]["time_total"] > 0, doc
+        assert doc["curl"]["http_version"] == {"h1": "1.1", "h2": "2", "h3": "3"}[protocol], doc
+        return doc
+
+    agent.close_all()
+    firsts = [fetch(p)["prestarted"] for p in ("h1", "h2", "h3", "h3", "h2", "h1")]
+    assert firsts == [False, True, True, True, True, True]
+    # another environment: its own curl, and none is started ahead until two fetches in a row had the same (with a
+    # key log file per run no started curl would ever be used)
+    mark = {"QUICLAB_TEST_MARK": "1"}
+    assert [fetch("h2", mark)["prestarted"] for _ in range(3)] == [False, False, True]
+    monkeypatch.setenv(config.ENV_CURL_SPARE, "off")
+    agent.close_all()
+    assert [fetch(p)["prestarted"] for p in ("h1", "h3", "h3")] == [False, False, False]
+
+
+def test_options_handed_over_as_a_config_are_the_options_given(lab_up: None):
+    """curl_config's quoting read back by the real curl: the same argv as a command line and as `curl -K -` give
+    the same output (write-out text with quotes, backslashes, tabs and spaces; a file:// URL)."""
+    module = _client_agent_module()
+    argv = ["--silent", "-o", "/dev/null", "-w", 'a "quoted" \\ back\tslash %{url_effective} %{exitcode}\n',
+            "file:///etc/hostname"]
+    config_text = module.curl_config(argv)
+    assert config_text is not None
+    direct = subprocess.run(["docker", "exec", config.CLIENT_CONTAINER, "curl", *argv], capture_output=True,
+                            text=True, timeout=30)
+    via_config = subprocess.run(["docker", "exec", "-i", config.CLIENT_CONTAINER, "curl", "-K", "-"],
+                                input=config_text, capture_output=True, text=True, timeout=30)
+    assert direct.returncode == via_config.returncode == 0, (direct.stderr, via_config.stderr)
+    assert via_config.stdout == direct.stdout and "quoted" in direct.stdout
+    assert module.curl_config(["--not-an-option-we-know", "x"]) is None  # such a fetch starts its own curl
+
+
+def test_no_curl_is_left_when_the_agent_ends(lab_up: None):
+    """A spare curl waits between fetches; when the lab closes the agent (end of a sweep, Ctrl-C) it goes too."""
+    from lab import objects
+
+    objects.ensure(10_000)
+    agent.close_all()
+    agent.run(config.CLIENT_CONTAINER, _fetch_argv("curl", "h2", 10_000), timeout_s=60)
+    waiting = docker.exec_in(config.CLIENT_CONTAINER, ["sh", "-c", "pgrep -fc '^curl -K -$' || true"]).strip()
+    assert waiting == "1", "no spare curl waited after a fetch"
+    agent.close_all()
+    left = docker.exec_in(config.CLIENT_CONTAINER, ["sh", "-c", "pgrep -c curl || true"]).strip()
+    assert left == "0", f"{left} curl process(es) left after the agent ended"
