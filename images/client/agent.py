@@ -10,8 +10,8 @@ costs ~80 ms on a 2-core host); it opens no port and needs no privileges. Betwee
 fetch's curl started ("a spare", unless QUICLAB_CURL_SPARE=off): `curl -K -` loads its 34 libraries and initialises
 (~12 ms here, more than the lab's own share of a run), then waits for its options on stdin; a fetch with the same
 environment hands its options over as a curl config instead of starting curl. The same curl binary runs the same
-options either way; curl's own timers start with the transfer in both. The agent the lab talks to it over the stdin and
-stdout of one `docker exec -i`. A request is {"id": N, "argv": [...], "env": {...}, "timeout": S}; the answer is
+options either way; curl's own timers start with the transfer in both. The lab talks to the agent over the stdin
+and stdout of one `docker exec -i`. A request is {"id": N, "argv": [...], "env": {...}, "timeout": S}; the answer is
 {"id": N, "exit": CODE, "stdout": "...", "stderr": "..."}: what running argv would have given. The two fetch
 commands run in this process (no shell, no awk, no sha256sum: only curl or gtlsclient are started); any other
 argv is run as a subprocess, killed with its process group after `timeout` seconds (exit 124). A leading
@@ -307,7 +307,10 @@ def serve() -> int:
                         and not select.select([0], [], [], 0)[0]):
                     if spare is not None:
                         spare.discard()
-                    spare = Spare(fetch_env)
+                    try:
+                        spare = Spare(fetch_env)
+                    except OSError:  # curl cannot be started: every fetch will say so itself
+                        spare, spares = None, False
                 chunk = os.read(0, 1 << 16)
                 if not chunk:
                     break
