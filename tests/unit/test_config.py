@@ -36,6 +36,17 @@ def test_environment_wins_over_dotenv_which_wins_over_the_default(dotenv, monkey
     assert config.timeout_s() == 45.5
 
 
+def test_an_edit_of_dotenv_is_seen_at_once_even_of_the_same_size(dotenv):
+    """.env is parsed once per distinct text (settings are read several times per run), never served stale."""
+    dotenv.write_text("QUICLAB_TIMEOUT=30\n")
+    assert config.timeout_s() == 30 and config.timeout_s() == 30
+    dotenv.write_text("QUICLAB_TIMEOUT=40\n")  # same size, likely the same mtime tick
+    assert config.timeout_s() == 40
+    dotenv.write_text("QUICLAB_TIMEOUT=40\nnot an assignment\n")
+    with pytest.raises(UsageError):
+        config.timeout_s()
+
+
 @pytest.mark.parametrize(("name", "value", "accessor"), [
     (config.ENV_TIMEOUT, "abc", config.timeout_s),
     (config.ENV_TIMEOUT, "nan", config.timeout_s),
