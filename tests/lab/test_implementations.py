@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -30,8 +31,18 @@ rate = "50mbit"
 """
 
 
+#: Pairs seen to stall now and then with nothing received until the timeout (docs/implementations.md, "Known
+#: stalls"): curl 8.14's OpenSSL QUIC against ngtcp2's gtlsserver, 2 of ~12 whole test runs on 2026-11-23, before and
+#: after the agent's prestarted curl. In a sweep such a run is a timeout result; here one more attempt is made, with
+#: a warning, and it must succeed.
+KNOWN_STALLS = {("curl", "ngtcp2", Protocol.H3)}
+
+
 def verified(client: str, server: str, protocol: Protocol, size: int = 1_000_000):
     r = run_transfer(get_client(client), server, protocol, size, timeout_s=60)
+    if (client, server, protocol) in KNOWN_STALLS and r.exit_code == 28 and "0 bytes received" in r.failure:
+        warnings.warn(f"{client}→{server} {protocol.label} stalled ({r.failure}); one more attempt", stacklevel=2)
+        r = run_transfer(get_client(client), server, protocol, size, timeout_s=60)
     assert r.ok, f"{client}→{server} {protocol.label}: {r.failure}"
     assert r.http_version == protocol.http_version and r.bytes == size and r.sha256 == r.sha256_expected
     assert r.total_s and r.goodput_bps
