@@ -14,6 +14,7 @@ from python_on_whales.exceptions import DockerException
 
 from lab import agent, config, docker
 from lab.errors import EnvironmentProblem
+from tests import client_agent
 
 pytestmark = pytest.mark.lab
 
@@ -75,21 +76,6 @@ def test_an_agent_killed_under_a_command_is_the_labs_failure_and_replaced(contai
 
 # --- the client agent's prestarted curl ("spare", images/client/agent.py) ----------------------------------------
 
-def _client_agent_module():
-    import importlib.machinery
-    import importlib.util
-
-    from lab import config as lab_config
-
-    path = str(lab_config.ROOT / "images" / "client" / "agent.py")
-    loader = importlib.machinery.SourceFileLoader("quiclab_client_agent", path)
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
 def _fetch_argv(client: str, protocol: str, size: int, env: dict[str, str] | None = None) -> list[str]:
     from lab import objects
     from lab.endpoints import get_client
@@ -138,7 +124,7 @@ def test_a_prestarted_curl_fetches_what_a_fresh_one_does(lab_up: None, client: s
 def test_options_handed_over_as_a_config_are_the_options_given(lab_up: None):
     """curl_config's quoting read back by the real curl: the same argv as a command line and as `curl -K -` give
     the same output (write-out text with quotes, backslashes, tabs and spaces; a file:// URL)."""
-    module = _client_agent_module()
+    module = client_agent.load()
     argv = ["--silent", "-o", "/dev/null", "-w", 'a "quoted" \\ back\tslash %{url_effective} %{exitcode}\n',
             "file:///etc/hostname"]
     config_text = module.curl_config(argv)

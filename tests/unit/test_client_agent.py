@@ -3,21 +3,7 @@ Read back by the real curl in tests/lab/test_agent.py."""
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
-from types import ModuleType
-
-from lab import config
-
-
-def _module() -> ModuleType:
-    loader = importlib.machinery.SourceFileLoader("quiclab_client_agent",
-                                                  str(config.ROOT / "images" / "client" / "agent.py"))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+from tests.client_agent import load as _module
 
 
 def test_every_option_on_its_own_line_values_quoted_the_url_as_url():
