@@ -33,6 +33,7 @@ ENV_GRAFANA = "QUICLAB_GRAFANA"  # "off" = never start Grafana
 ENV_GRAFANA_ADMIN_PASSWORD = "QUICLAB_GRAFANA_ADMIN_PASSWORD"
 ENV_TAG = "QUICLAB_TAG"  # the lab images' tag (compose)
 ENV_LINKEM_SPIN_US = "QUICLAB_LINKEM_SPIN_US"  # linkem's busy-wait before a deadline (compose -> router)
+ENV_LINKEM_NAPI = "QUICLAB_LINKEM_NAPI"  # on = threaded NAPI on the router's TUNs (compose -> router; lab/link/napi.py)
 ENV_AGENT = "QUICLAB_AGENT"  # "off" = one docker exec per command even where a client agent exists (lab/agent.py)
 # "off" = the client agents start curl with each fetch instead of keeping the next one started (images/client/agent.py)
 ENV_CURL_SPARE = "QUICLAB_CURL_SPARE"
@@ -243,6 +244,10 @@ def linkem_spin_us() -> int:
     return _typed(ENV_LINKEM_SPIN_US, 200, _spin_us, "a whole number of microseconds, 0..10000")
 
 
+def linkem_napi() -> bool:
+    return _typed(ENV_LINKEM_NAPI, False, _switch, "on or off (also 1/0, yes/no, true/false)")
+
+
 def prometheus_url() -> str:
     return f"http://127.0.0.1:{prometheus_port()}/"
 
@@ -279,4 +284,5 @@ def check_all() -> None:
     grafana_image()
     images_tag()
     linkem_spin_us()
+    linkem_napi()
     pushgateway_urls()

@@ -15,6 +15,7 @@ from python_on_whales.exceptions import DockerException
 
 from lab import config, docker, hostnet, terminal
 from lab.errors import EnvironmentProblem, QuiclabError
+from lab.link import napi
 from lab.observe import services
 
 LAB_CONTAINERS = (config.HOSTNET_CONTAINER, config.ROUTER_CONTAINER, config.SERVER_CONTAINER,
@@ -134,6 +135,7 @@ def up(*, build_images: bool = False) -> None:
     grafana = grafana_wanted()
     d = docker.client((config.GRAFANA_PROFILE,) if grafana else ())
     check_ports(grafana)
+    napi.check_setting()
     terminal.info(("building images and " if build_images else "") + "starting the lab's containers "
                   "(docker compose up)")
     try:
@@ -145,6 +147,7 @@ def up(*, build_images: bool = False) -> None:
             f"or `quiclab status`") from None
     hostnet.ensure_bridge_rules()  # the `hostnet` service adds them too; this also covers an older compose file
     wait_ready()
+    terminal.info(napi.apply_setting().line())
     if grafana:
         with terminal.status(f"waiting for Grafana at {config.grafana_url()}"):
             grafana_up = services.wait_up(services.GRAFANA, GRAFANA_START_TIMEOUT_S)

@@ -110,11 +110,12 @@ start() {
     done
     ip route replace default dev "$TUN_UP" table $TABLE_UP
     ip route replace default dev "$TUN_DOWN" table $TABLE_DOWN
-    # --napi on (QUICLAB_LINKEM_NAPI=on): the kernel forwards what linkem writes in a NAPI thread of its own
-    # instead of in linkem's write; it needs /sys/class/net/tun-*/threaded writable, which an unprivileged
-    # container's /sys is not (linkem warns and works as without it; linkem/README.md, "Throughput").
+    # --napi on: linkem attaches with IFF_NAPI, so the TUNs' NAPI can be made threaded at run time. This container's
+    # /sys is read-only: linkem says it cannot, and the kernel forwards what linkem writes inside linkem's write
+    # (NAPI run in the softirq of that write), as without NAPI. `quiclab up` with QUICLAB_LINKEM_NAPI=on makes it
+    # threaded from the host (lab/link/napi.py): the kernel then forwards in threads of its own.
     linkem run --tun-down "$TUN_DOWN" --tun-up "$TUN_UP" --downlink "$CLIENT_NET" --uplink "$SERVER_NET" \
-      --listen "$LINKEM_LISTEN" --spin-us "${QUICLAB_LINKEM_SPIN_US:-200}" --napi "${QUICLAB_LINKEM_NAPI:-off}" &
+      --listen "$LINKEM_LISTEN" --spin-us "${QUICLAB_LINKEM_SPIN_US:-200}" --napi on &
     linkem_pid=$!
     for _ in $(seq 1 50); do curl -fsS "http://127.0.0.1:${LINKEM_LISTEN##*:}/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
     path linkem

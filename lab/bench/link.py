@@ -18,9 +18,13 @@ import numpy as np
 
 from lab import config, docker, lock
 from lab.bench import host
-from lab.link import calibrate, linkem, router, shaper
+from lab.link import calibrate, linkem, napi, router, shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link
+
+#: The paths a forwarding round measures: the kernel alone, through linkem (the kernel forwarding in linkem's
+#: writes), and, when the router attached with NAPI (QUICLAB_LINKEM_NAPI=on), through linkem with threaded NAPI.
+KERNEL, LINKEM, THREADED = "kernel", "linkem", "linkem+threaded-napi"
 
 
 @dataclass
@@ -28,13 +32,18 @@ class BenchResult:
     kernel_gbps: float        # median over the pairs used (see capacity_pairs_used)
     linkem_gbps: float
     linkem_vs_kernel: float   # median of the per-pair ratios
-    capacity_pairs: list[dict[str, float]]  # every pair: kernel_gbps, linkem_gbps, steal_pct, ratio
+    capacity_pairs: list[dict[str, Any]]  # every round: kernel_gbps, linkem_gbps, threaded_gbps, steal_pct, ratios
     capacity_pairs_used: int  # pairs with <= host.MAX_STEAL_PCT steal (all pairs if none was undisturbed)
-    rate_accuracy: dict[str, dict[str, float]]
+    rate_accuracy: dict[str, dict[str, float]]  # "100mbit" (linkem), "100mbit threaded-napi" (when measured)
     delay_error_ms: dict[str, Any]
     seconds_per_test: float
     host_before: dict[str, float]  # timer lateness and CPU steal before the benchmark (lab/bench/host.py)
     host_after: dict[str, float]
+    forwarding: str = napi.IN_WRITE  # the router's forwarding as the benchmark found it (lab/link/napi.py)
+    threaded_gbps: float | None = None  # through linkem with threaded NAPI, same rounds (None: not measured)
+    threaded_vs_kernel: float | None = None
+    delay_error_threaded_ms: dict[str, Any] | None = None
+    threaded_not_measured: str = ""  # why threaded NAPI was not measured, when it was not
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -60,51 +69,93 @@ def percentile(xs: list[float], q: float) -> float:
 
 @dataclass
 class CapacityPair:
-    """One side-by-side pair: kernel-only and through-linkem forwarding, measured back to back."""
+    """One side-by-side round: kernel-only and through-linkem forwarding (and through linkem with threaded NAPI
+    when the router has it), measured back to back."""
 
     kernel_gbps: float
     linkem_gbps: float
-    steal_pct: float  # the most CPU the hypervisor took during either half (lab/bench/host.py)
+    steal_pct: float  # the most CPU the hypervisor took during any part (lab/bench/host.py)
+    threaded_gbps: float | None = None
 
     @property
     def ratio(self) -> float:
         return self.linkem_gbps / self.kernel_gbps if self.kernel_gbps else 0.0
 
     @property
+    def threaded_ratio(self) -> float | None:
+        if self.threaded_gbps is None:
+            return None
+        return self.threaded_gbps / self.kernel_gbps if self.kernel_gbps else 0.0
+
+    @property
     def disturbed(self) -> bool:
         return self.steal_pct > host.MAX_STEAL_PCT
 
 
+_threaded_now: dict[str, bool] = {}  # the TUNs' NAPI state as this benchmark last wrote it
+
+
+def use(path: str) -> None:
+    """Make the router forward by `path` (KERNEL, LINKEM or THREADED); THREADED and LINKEM on a router with NAPI
+    write the TUNs' `threaded` from the host (lab/link/napi.py) when it differs."""
+    router.set_path(KERNEL if path == KERNEL else LINKEM)
+    if path == THREADED or (path == LINKEM and _threaded_now):
+        want = path == THREADED
+        if _threaded_now.get("on") != want:
+            napi.set_threaded(want)
+            _threaded_now["on"] = want
+
+
+def rotation(paths: list[str], i: int) -> list[str]:
+    """Round i's order: the paths rotated by i, so over len(paths) rounds each path runs once in each position
+    (a drift of the host's speed favours none); for two paths this alternates."""
+    k = i % len(paths)
+    return paths[k:] + paths[:k]
+
+
 def _measure_path(path: str, seconds: float) -> tuple[float, float]:
-    """(goodput bit/s, CPU steal %) of one iperf3 run with the router forwarding by `path` (kernel | linkem)."""
-    router.set_path(path)
+    """(goodput bit/s, CPU steal %) of one iperf3 run with the router forwarding by `path`."""
+    use(path)
     with host.StealMeter() as meter:
         goodput = _iperf(seconds)
     return goodput, meter.steal_pct
 
 
-def capacity(seconds: float, rounds: int = 3) -> list[CapacityPair]:
-    """Unshaped forwarding goodput, kernel-only vs through linkem, in `rounds` back-to-back pairs whose order
-    alternates (kernel first, then linkem first, ...) so a drift of the host's speed does not favour either."""
+def capacity(seconds: float, rounds: int = 3, paths: tuple[str, ...] = (KERNEL, LINKEM)) -> list[CapacityPair]:
+    """Unshaped forwarding goodput of each path in `rounds` back-to-back rounds whose order rotates."""
     shaper.apply(Link(), "linkem")
     pairs = []
     try:
         for i in range(rounds):
-            order = ("kernel", "linkem") if i % 2 == 0 else ("linkem", "kernel")
-            got = {path: _measure_path(path, seconds) for path in order}
-            pairs.append(CapacityPair(kernel_gbps=got["kernel"][0] / 1e9, linkem_gbps=got["linkem"][0] / 1e9,
-                                      steal_pct=max(got["kernel"][1], got["linkem"][1])))
+            got = {path: _measure_path(path, seconds) for path in rotation(list(paths), i)}
+            pairs.append(CapacityPair(kernel_gbps=got[KERNEL][0] / 1e9, linkem_gbps=got[LINKEM][0] / 1e9,
+                                      steal_pct=max(v[1] for v in got.values()),
+                                      threaded_gbps=got[THREADED][0] / 1e9 if THREADED in got else None))
     finally:
-        router.set_path("linkem")
+        router.set_path(LINKEM)
     return pairs
 
 
+def _used(pairs: list[CapacityPair]) -> list[CapacityPair]:
+    """The pairs the hypervisor did not disturb, or all of them when every pair was disturbed (the caller warns)."""
+    return [p for p in pairs if not p.disturbed] or pairs
+
+
 def summarize_capacity(pairs: list[CapacityPair]) -> tuple[float, float, float, int]:
-    """(kernel Gbit/s, linkem Gbit/s, median of the per-pair ratios, pairs used): over the pairs the hypervisor
-    did not disturb, or over all of them when every pair was disturbed (the caller warns then)."""
-    used = [p for p in pairs if not p.disturbed] or pairs
+    """(kernel Gbit/s, linkem Gbit/s, median of the per-pair ratios, pairs used) over `_used(pairs)`."""
+    used = _used(pairs)
     return (statistics.median(p.kernel_gbps for p in used), statistics.median(p.linkem_gbps for p in used),
             statistics.median(p.ratio for p in used), len(used))
+
+
+def summarize_threaded(pairs: list[CapacityPair]) -> tuple[float, float] | None:
+    """(Gbit/s, median of the per-pair ratios to the kernel) through linkem with threaded NAPI, over the same
+    pairs as summarize_capacity; None when it was not measured."""
+    used = [p for p in _used(pairs) if p.threaded_gbps is not None and p.threaded_ratio is not None]
+    if not used:
+        return None
+    return (statistics.median(p.threaded_gbps for p in used if p.threaded_gbps is not None),
+            statistics.median(p.threaded_ratio for p in used if p.threaded_ratio is not None))
 
 
 def rate_accuracy(rate_mbit: int, seconds: float) -> dict[str, float]:
@@ -169,21 +220,53 @@ def delay_error(seconds: float, delay_ms: float = 20.0, load: str = "300M") -> d
             "calibration": calibrate.ensure("linkem").line() if calibrate.enabled() else "off"}
 
 
+def threaded_plan(found: napi.State) -> str:
+    """Why threaded NAPI cannot be measured in this run ("" when it can)."""
+    if not found.attached:
+        return (f"the router attached without NAPI ({config.ENV_LINKEM_NAPI}=off): set it on and `quiclab up` to "
+                f"measure both forwardings side by side")
+    problem = napi.host_step_problem()
+    return f"switching it is a host step and {problem}" if problem else ""
+
+
 def run(seconds: float = 5.0, rounds: int = 3) -> BenchResult:
     """The whole benchmark, holding the lab (no sweep, run or shape of another command meanwhile: they would change
-    the link under the measurement)."""
+    the link under the measurement). On a router with NAPI, every figure is measured with linkem's forwarding in
+    its writes and with threaded NAPI, in turn; the router is left as it was found."""
     with lock.holding("quiclab bench link"):
+        found = napi.state()
+        why_not = threaded_plan(found)
+        modes = [LINKEM] if why_not else [LINKEM, THREADED]
+        _threaded_now.clear()
+        if found.attached:
+            _threaded_now["on"] = found.mode == napi.THREADED
         before = host.measure()
+        delay_threaded = None
         try:
-            pairs = capacity(seconds, rounds)
-            rates = {f"{r}mbit": rate_accuracy(r, seconds) for r in (100, 500)}
+            pairs = capacity(seconds, rounds, (KERNEL, *modes))
+            rates = {}
+            for r in (100, 500):
+                for mode in modes:
+                    use(mode)
+                    rates[f"{r}mbit" + (" threaded-napi" if mode == THREADED else "")] = rate_accuracy(r, seconds)
+            use(LINKEM)
             delay = delay_error(seconds)
+            if THREADED in modes:
+                use(THREADED)
+                delay_threaded = delay_error(seconds)
         finally:
             shaper.apply(Link(), "linkem")
+            if found.attached and _threaded_now.get("on") != (found.mode == napi.THREADED):
+                napi.set_threaded(found.mode == napi.THREADED)
             linkem.current()
         after = host.measure()
     kernel, through, ratio, used = summarize_capacity(pairs)
+    threaded = summarize_threaded(pairs)
     return BenchResult(kernel_gbps=kernel, linkem_gbps=through, linkem_vs_kernel=ratio,
-                       capacity_pairs=[{**asdict(p), "ratio": p.ratio} for p in pairs], capacity_pairs_used=used,
+                       capacity_pairs=[{**asdict(p), "ratio": p.ratio, "threaded_ratio": p.threaded_ratio}
+                                       for p in pairs], capacity_pairs_used=used,
                        rate_accuracy=rates, delay_error_ms=delay, seconds_per_test=seconds,
-                       host_before=asdict(before), host_after=asdict(after))
+                       host_before=asdict(before), host_after=asdict(after), forwarding=found.mode,
+                       threaded_gbps=threaded[0] if threaded else None,
+                       threaded_vs_kernel=threaded[1] if threaded else None,
+                       delay_error_threaded_ms=delay_threaded, threaded_not_measured=why_not)

@@ -17,7 +17,8 @@ def register(app: typer.Typer) -> None:
         what: Annotated[str, typer.Argument(help="What to benchmark: link (the emulator) or overhead (the lab's "
                                                  "per-run cost around small transfers).")] = "link",
         seconds: Annotated[float, typer.Option(help="Duration of each measurement.")] = 5.0,
-        rounds: Annotated[int, typer.Option(help="Kernel-vs-linkem forwarding pairs (alternating order); for "
+        rounds: Annotated[int, typer.Option(help="Forwarding rounds: kernel, linkem (and linkem with threaded NAPI "
+                                                 "when the router has it), in rotating order; for "
                                                  "overhead: rounds of one sweep per path (agent, agent-nospare, "
                                                  "exec).")] = 3,
         size: Annotated[str, typer.Option(help="overhead: object size.")] = "10kB",
@@ -38,23 +39,35 @@ def register(app: typer.Typer) -> None:
         lab.require_up()
         with terminal.status("benchmarking the link (kernel vs linkem, rate accuracy, delay under load)"):
             r = link_bench.run(seconds, rounds)
-        rows = [[f"forwarding pair {i + 1}: kernel / linkem Gbit/s (ratio, CPU steal)",
-                 f"{p['kernel_gbps']:.2f} / {p['linkem_gbps']:.2f} ({p['ratio']:.2f}, {p['steal_pct']:.0f} %)"]
-                for i, p in enumerate(r.capacity_pairs)]
-        used = f"median of {r.capacity_pairs_used} of {len(r.capacity_pairs)} pairs"
+        rows = [[f"forwarding round {i + 1}: kernel / linkem{threaded} Gbit/s (ratio{threaded}, CPU steal)",
+                 f"{p['kernel_gbps']:.2f} / {p['linkem_gbps']:.2f}"
+                 + (f" / {p['threaded_gbps']:.2f}" if p["threaded_gbps"] is not None else "")
+                 + f" ({p['ratio']:.2f}"
+                 + (f" / {p['threaded_ratio']:.2f}" if p["threaded_ratio"] is not None else "")
+                 + f", {p['steal_pct']:.0f} %)"]
+                for i, p in enumerate(r.capacity_pairs)
+                for threaded in [" / threaded NAPI" if p["threaded_gbps"] is not None else ""]]
+        used = f"median of {r.capacity_pairs_used} of {len(r.capacity_pairs)} rounds"
         rows += [[f"unshaped forwarding, kernel only ({used})", f"{r.kernel_gbps:.2f} Gbit/s"],
                  [f"unshaped forwarding, through linkem ({used})", f"{r.linkem_gbps:.2f} Gbit/s"],
                  [f"linkem / kernel ({used})", f"{r.linkem_vs_kernel:.2f}"]]
+        if r.threaded_gbps is not None and r.threaded_vs_kernel is not None:
+            rows += [[f"unshaped forwarding, linkem + threaded NAPI ({used})", f"{r.threaded_gbps:.2f} Gbit/s"],
+                     [f"linkem + threaded NAPI / kernel ({used})", f"{r.threaded_vs_kernel:.2f}"]]
         for name, a in r.rate_accuracy.items():
             rows.append([f"rate {name}: TCP goodput / configured", f"{a['goodput_ratio']:.3f}"])
             rows.append([f"rate {name}: IP wire rate / configured", f"{a['wire_ratio']:.3f}"])
-        d = r.delay_error_ms
-        rows.append([f"delay error, {d['load']} (RTT {d['configured_rtt_ms']:g} ms) p50 / p99 / max",
-                     f"{d['p50']:.3f} / {d['p99']:.3f} / {d['max']:.3f} ms"])
+        for label, d in (("", r.delay_error_ms), (" threaded NAPI", r.delay_error_threaded_ms)):
+            if d is not None:
+                rows.append([f"delay error{label}, {d['load']} (RTT {d['configured_rtt_ms']:g} ms) p50 / p99 / max",
+                             f"{d['p50']:.3f} / {d['p99']:.3f} / {d['max']:.3f} ms"])
         for when, h in (("before", r.host_before), ("after", r.host_after)):
             rows.append([f"host {when}: 1 ms timer lateness p90 / CPU steal",
                          f"{h['late_p90_ms']:.2f} ms / {h['steal_pct']:.0f} %"])
         terminal.table("link emulator benchmark", ["measure", "value"], rows, right=["value"])
+        terminal.info(f"router as found: forwarding {r.forwarding}"
+                      + (f"; threaded NAPI not measured: {r.threaded_not_measured}" if r.threaded_not_measured
+                         else "; every linkem figure measured with and without threaded NAPI, in turn"))
         if all(p["steal_pct"] > MAX_STEAL_PCT for p in r.capacity_pairs):
             terminal.warning(f"the hypervisor took over {MAX_STEAL_PCT:.0f} % of the CPU during every forwarding pair: "
                              "the capacity figures show the host as much as the emulator")

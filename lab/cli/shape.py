@@ -6,7 +6,7 @@ import typer
 
 from lab import lab, lock, terminal
 from lab.errors import UsageError
-from lab.link import calibrate, describe, shaper
+from lab.link import calibrate, describe, napi, shaper
 from lab.link.model import Link
 from lab.link.spec import parse_assignments, parse_link
 
@@ -19,6 +19,8 @@ def show_link(backend: str, link: Link | str) -> None:
     else:
         terminal.table(f"link in force (shaper: {backend}, seed {link.seed})", describe.COLUMNS, describe.rows(link))
     terminal.info(shaper.calibration_line("linkem" if backend == "linkem" else "netem"))
+    if backend == "linkem":
+        terminal.info(napi.state().line())
 
 
 def register(app: typer.Typer) -> None:

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from lab import config, lab, lock, terminal
 from lab.errors import QuiclabError
-from lab.link import calibrate, linkem, shaper
+from lab.link import calibrate, linkem, napi, shaper
 from lab.link.model import Link
 from lab.observe.push import Publisher
 from lab.results.report import build_report
@@ -201,6 +201,8 @@ def _record_environment(folder: Path, s: Scenario, manifest: dict[str, Any]) -> 
         with terminal.status("recording versions and checking the shaper"):
             choice = resolve_shaper(s)
             terminal.info(f"shaper: {choice.backend} ({choice.reason})")
+            # how the router's kernel forwards what linkem writes (QUICLAB_LINKEM_NAPI), put in force and read back
+            forwarding = napi.apply_setting().mode if choice.backend == "linkem" else "kernel (netem)"
             pts = points(s)
             first = pts[0].link if pts else None
             impls = [*s.clients, *s.servers]
@@ -212,12 +214,13 @@ def _record_environment(folder: Path, s: Scenario, manifest: dict[str, Any]) -> 
                         "self_check": environment.self_check(first, choice.backend) if first else {}}
 
             parts = {"implementations": impls, "quic_cc": s.client_quic_cc, "backend": choice.backend,
-                     "link": linkem.to_json(first) if first else None}
+                     "link": linkem.to_json(first) if first else None, "forwarding": forwarding}
             facts, provenance = startup_cache.cached(parts, measure)
             manifest.update(facts)
             manifest["startup_cache"] = provenance
             manifest["base_path"] = calibrate.manifest_facts()  # what the link subtracts for the lab's own path
             manifest["shaper"], manifest["shaper_reason"] = choice.backend, choice.reason
+            manifest["link_forwarding"] = forwarding
             if provenance["reused"]:
                 terminal.info(f"versions and shaper self-check: unchanged lab, reusing those measured at "
                               f"{provenance['measured_at']}")

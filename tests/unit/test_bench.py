@@ -1,6 +1,15 @@
 """The link benchmark's pure logic: how side-by-side forwarding pairs are summarized."""
 
-from lab.bench.link import CapacityPair, percentile, summarize_capacity
+from lab.bench.link import (
+    KERNEL,
+    LINKEM,
+    THREADED,
+    CapacityPair,
+    percentile,
+    rotation,
+    summarize_capacity,
+    summarize_threaded,
+)
 
 
 def test_disturbed_pairs_are_set_aside():
@@ -27,3 +36,20 @@ def test_delay_percentiles_are_measured_samples():
     assert percentile(xs, 0.99) == 5.0  # nearest rank: the worst sample, not an interpolation toward it
     assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 3.0  # rank 1.5 rounds half to even: index 2
     assert percentile([7.0], 0.99) == 7.0
+
+
+def test_rounds_rotate_so_each_path_takes_each_place_once():
+    paths = [KERNEL, LINKEM, THREADED]
+    orders = [rotation(paths, i) for i in range(3)]
+    assert all(sorted(o) == sorted(paths) for o in orders)
+    assert all({o[k] for o in orders} == set(paths) for k in range(3))
+    assert [rotation([KERNEL, LINKEM], i) for i in range(2)] == [[KERNEL, LINKEM], [LINKEM, KERNEL]]
+
+
+def test_threaded_summary_uses_the_same_undisturbed_rounds():
+    pairs = [CapacityPair(1.0, 0.5, steal_pct=1, threaded_gbps=1.0), CapacityPair(1.0, 0.5, steal_pct=40,
+                                                                                  threaded_gbps=0.1),
+             CapacityPair(1.2, 0.6, steal_pct=2, threaded_gbps=0.9)]
+    gbps, ratio = summarize_threaded(pairs) or (0.0, 0.0)
+    assert gbps == 0.95 and ratio == (1.0 + 0.75) / 2
+    assert summarize_threaded([CapacityPair(1.0, 0.5, steal_pct=0)]) is None

@@ -61,6 +61,7 @@ def test_an_edit_of_dotenv_is_seen_at_once_even_of_the_same_size(dotenv):
     (config.ENV_AGENT, "fast", config.agent_enabled),
     (config.ENV_GRAFANA_TAG, "11.2.0 latest", config.grafana_image),
     (config.ENV_LINKEM_SPIN_US, "10001", config.linkem_spin_us),
+    (config.ENV_LINKEM_NAPI, "threaded", config.linkem_napi),
 ])
 def test_bad_values_name_variable_value_and_source(dotenv, monkeypatch, name, value, accessor):
     monkeypatch.setenv(name, value)

@@ -1,0 +1,84 @@
+"""lab/link/napi.py's pure logic: the router's read-back, the host step's script and who may run it."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from lab import config
+from lab.errors import EnvironmentProblem, UsageError
+from lab.link import napi
+
+
+def test_read_back_modes():
+    assert napi.parse_state("0x1011\n0x1011\n1\n1\n").mode == napi.THREADED
+    s = napi.parse_state("0x1011 0x1011 0 0")
+    assert s.attached and s.mode == napi.IN_WRITE and "QUICLAB_LINKEM_NAPI=off" in s.line()
+    # without IFF_NAPI (0x0010) a `threaded` of 1 forwards nothing in a thread: still in linkem's writes
+    s = napi.parse_state("0x1001 0x1001 1 1")
+    assert not s.attached and s.mode == napi.IN_WRITE
+    s = napi.parse_state("0x1011 0x1011 1 0")
+    assert s.mode == napi.IN_WRITE and "tun-down threaded, tun-up not threaded" in s.line()
+
+
+@pytest.mark.parametrize("text", ["", "0x1011 0x1011 1", "zz 0x1011 0 0"])
+def test_unreadable_read_back_is_the_labs_problem(text):
+    with pytest.raises(EnvironmentProblem):
+        napi.parse_state(text)
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_host_script_writes_each_tun_and_leaves_sysfs_read_only(tmp_path, on):
+    """The script, run by a real shell with `mount` stubbed: it writes every TUN's file with the value asked and
+    remounts read-only on the way out, also when a write fails."""
+    (tmp_path / "bin").mkdir()
+    log = tmp_path / "mounts.log"
+    stub = tmp_path / "bin" / "mount"
+    stub.write_text(f'#!/bin/sh\necho "$@" >> {log}\n'
+                    'if [ "$1" = -t ]; then for t in tun-down tun-up; do mkdir -p "$4/class/net/$t"; done; fi\n')
+    stub.chmod(0o755)
+    (tmp_path / "bin" / "umount").write_text("#!/bin/sh\nfor t in tun-down tun-up; do "
+                                             "cat \"$1/class/net/$t/threaded\" >> " + str(tmp_path / "written")
+                                             + "; done\nrm -rf \"$1/class\"\n")
+    (tmp_path / "bin" / "umount").chmod(0o755)
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "TMPDIR": str(tmp_path)}
+    r = subprocess.run(["sh", "-c", napi.host_script(on)], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "written").read_text().split() == ["1" if on else "0"] * 2
+    calls = log.read_text().splitlines()
+    assert calls[0].startswith("-t sysfs sysfs ") and calls[1].startswith("-o remount,rw ")
+    assert calls[-1].startswith("-o remount,ro ")
+
+
+def test_host_script_restores_read_only_when_a_write_fails(tmp_path):
+    (tmp_path / "bin").mkdir()
+    log = tmp_path / "mounts.log"
+    stub = tmp_path / "bin" / "mount"
+    stub.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')  # no class/net/...: the first write fails
+    stub.chmod(0o755)
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "TMPDIR": str(tmp_path)}
+    r = subprocess.run(["sh", "-c", napi.host_script(True)], env=env, capture_output=True, text=True)
+    assert r.returncode != 0
+    assert log.read_text().splitlines()[-1].startswith("-o remount,ro ")
+
+
+def test_setting_on_without_root_is_refused_before_anything_starts(monkeypatch):
+    monkeypatch.setenv(config.ENV_LINKEM_NAPI, "on")
+    monkeypatch.setattr(napi.os, "geteuid", lambda: 1000)
+    with pytest.raises(UsageError, match=r"QUICLAB_LINKEM_NAPI=on: .* needs root"):
+        napi.check_setting()
+    monkeypatch.setenv(config.ENV_LINKEM_NAPI, "off")
+    napi.check_setting()  # off needs nothing
+
+
+def test_a_change_needs_root(monkeypatch):
+    monkeypatch.setattr(napi.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(napi, "state", lambda: napi.State(attached=True, threaded=(False, False)))
+    with pytest.raises(UsageError, match="host step and it needs root"):
+        napi.set_threaded(True)
+    monkeypatch.setenv(config.ENV_LINKEM_NAPI, "off")
+    assert napi.apply_setting().mode == napi.IN_WRITE  # already as the setting says: nothing to change
+    monkeypatch.setenv(config.ENV_LINKEM_NAPI, "on")
+    with pytest.raises(UsageError, match="run `quiclab up` as root"):
+        napi.apply_setting()
