@@ -23,7 +23,7 @@ from lab.link.model import Link
 from lab.link.spec import parse_link
 
 #: The paths a forwarding round measures: the kernel alone, through linkem (the kernel forwarding in linkem's
-#: writes), and, when the router attached with NAPI (QUICLAB_LINKEM_NAPI=on), through linkem with threaded NAPI.
+#: writes), and, when this process can switch it (lab/link/napi.py), through linkem with threaded NAPI.
 KERNEL, LINKEM, THREADED = "kernel", "linkem", "linkem+threaded-napi"
 
 
@@ -223,8 +223,7 @@ def delay_error(seconds: float, delay_ms: float = 20.0, load: str = "300M") -> d
 def threaded_plan(found: napi.State) -> str:
     """Why threaded NAPI cannot be measured in this run ("" when it can)."""
     if not found.attached:
-        return (f"the router attached without NAPI ({config.ENV_LINKEM_NAPI}=off): set it on and `quiclab up` to "
-                f"measure both forwardings side by side")
+        return "the router's linkem attached without NAPI (an older router image: `quiclab build`, `quiclab up`)"
     problem = napi.host_step_problem()
     return f"switching it is a host step and {problem}" if problem else ""
 

@@ -26,7 +26,7 @@ from python_on_whales.exceptions import DockerException
 
 from lab import config, docker
 from lab.errors import EnvironmentProblem
-from lab.link import linkem, router
+from lab.link import linkem, napi, router
 from lab.link.model import Link
 
 ENV_CALIBRATE = "QUICLAB_CALIBRATE"  # "off": no base-path subtraction
@@ -82,11 +82,18 @@ def path_delays(path: Path) -> tuple[float, float]:
     return (bp.down_s, bp.up_s)
 
 
+def identity(path: Path) -> str:
+    """What a kept measurement must have been measured in: the router's current start and, through linkem, how
+    its kernel forwards what linkem writes (lab/link/napi.py: a threaded NAPI hop is part of the lab's own path)."""
+    start = router.start_identity()
+    return f"{start} {napi.mode()}" if path == "linkem" else start
+
+
 def ensure(path: Path) -> BasePath:
-    """The base path of `path` for the router's current start: kept, or measured now."""
+    """The base path of `path` for the router's current start and forwarding: kept, or measured now."""
     if path in _cache:
         return _cache[path]
-    start = router.start_identity()
+    start = identity(path)
     stored = load().get(path)
     if stored is not None and stored.router_start == start:
         _cache[path] = stored
@@ -138,7 +145,7 @@ def measure(path: Path, router_start: str | None = None, restore: bool = False) 
                   rtt_p90_s=rtts[int(0.9 * (len(rtts) - 1))], samples=len(rtts), rtt_q25_s=q25,
                   down_s=q25 / 2, up_s=q25 / 2,
                   measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  router_start=router_start or router.start_identity())
+                  router_start=router_start or identity(path))
     save(bp)
     _cache[path] = bp
     if before is not None:
