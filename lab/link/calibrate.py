@@ -61,7 +61,9 @@ class BasePath:
         ms = 1e3
         if self.note:
             return f"lab path ({self.path}): not subtracted: {self.note}"
-        return (f"lab path ({self.path}, measured {self.measured_at}): base RTT lower quartile "
+        forwarding = self.router_start.split(" ", 1)[1] if " " in self.router_start else ""
+        where = f"{self.path}, {forwarding} forwarding" if forwarding else self.path
+        return (f"lab path ({where}, measured {self.measured_at}): base RTT lower quartile "
                 f"{self.rtt_q25_s * ms:.3f} ms (min {self.rtt_min_s * ms:.3f}, median {self.rtt_median_s * ms:.3f}, "
                 f"p90 {self.rtt_p90_s * ms:.3f}, {self.samples} pings); subtracted per direction: down "
                 f"{self.down_s * ms:.3f} ms, up {self.up_s * ms:.3f} ms")
