@@ -33,7 +33,7 @@ ENV_GRAFANA = "QUICLAB_GRAFANA"  # "off" = never start Grafana
 ENV_GRAFANA_ADMIN_PASSWORD = "QUICLAB_GRAFANA_ADMIN_PASSWORD"
 ENV_TAG = "QUICLAB_TAG"  # the lab images' tag (compose)
 ENV_LINKEM_SPIN_US = "QUICLAB_LINKEM_SPIN_US"  # linkem's busy-wait before a deadline (compose -> router)
-ENV_LINKEM_NAPI = "QUICLAB_LINKEM_NAPI"  # on = threaded NAPI on the router's TUNs (compose -> router; lab/link/napi.py)
+ENV_LINKEM_NAPI = "QUICLAB_LINKEM_NAPI"  # on = threaded NAPI on the router's TUNs (a host step: lab/link/napi.py)
 ENV_AGENT = "QUICLAB_AGENT"  # "off" = one docker exec per command even where a client agent exists (lab/agent.py)
 # "off" = the client agents start curl with each fetch instead of keeping the next one started (images/client/agent.py)
 ENV_CURL_SPARE = "QUICLAB_CURL_SPARE"

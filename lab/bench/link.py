@@ -151,11 +151,11 @@ def summarize_capacity(pairs: list[CapacityPair]) -> tuple[float, float, float, 
 def summarize_threaded(pairs: list[CapacityPair]) -> tuple[float, float] | None:
     """(Gbit/s, median of the per-pair ratios to the kernel) through linkem with threaded NAPI, over the same
     pairs as summarize_capacity; None when it was not measured."""
-    used = [p for p in _used(pairs) if p.threaded_gbps is not None and p.threaded_ratio is not None]
-    if not used:
+    got = [(p.threaded_gbps, p.threaded_ratio) for p in _used(pairs)
+           if p.threaded_gbps is not None and p.threaded_ratio is not None]
+    if not got:
         return None
-    return (statistics.median(p.threaded_gbps for p in used if p.threaded_gbps is not None),
-            statistics.median(p.threaded_ratio for p in used if p.threaded_ratio is not None))
+    return statistics.median(g for g, _ in got), statistics.median(r for _, r in got)
 
 
 def rate_accuracy(rate_mbit: int, seconds: float) -> dict[str, float]:
@@ -236,8 +236,8 @@ def run(seconds: float = 5.0, rounds: int = 3) -> BenchResult:
         found = napi.state()
         why_not = threaded_plan(found)
         modes = [LINKEM] if why_not else [LINKEM, THREADED]
-        _threaded_now.clear()
-        if found.attached:
+        _threaded_now.clear()  # empty: this run does not switch (the linkem figures are of the forwarding found)
+        if not why_not:
             _threaded_now["on"] = found.mode == napi.THREADED
         before = host.measure()
         delay_threaded = None
@@ -255,7 +255,7 @@ def run(seconds: float = 5.0, rounds: int = 3) -> BenchResult:
                 delay_threaded = delay_error(seconds)
         finally:
             shaper.apply(Link(), "linkem")
-            if found.attached and _threaded_now.get("on") != (found.mode == napi.THREADED):
+            if _threaded_now and _threaded_now["on"] != (found.mode == napi.THREADED):
                 napi.set_threaded(found.mode == napi.THREADED)
             linkem.current()
         after = host.measure()

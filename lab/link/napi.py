@@ -153,7 +153,8 @@ def apply_setting() -> State:
     if wanted and not now.attached:
         raise EnvironmentProblem(f"{config.ENV_LINKEM_NAPI}=on but the router's linkem attached without NAPI (an "
                                  f"older router image): `quiclab build` and `quiclab up`")
-    if host_step_problem():
+    problem = host_step_problem()
+    if problem:
         raise UsageError(f"{config.ENV_LINKEM_NAPI}={'on' if wanted else 'off'} but {now.line()}; putting it "
-                         f"right is a host step and {host_step_problem()}: run `quiclab up` as root")
+                         f"right is a host step and {problem}: run `quiclab up` as root")
     return set_threaded(wanted)
