@@ -28,39 +28,40 @@ def test_unreadable_read_back_is_the_labs_problem(text):
         napi.parse_state(text)
 
 
-@pytest.mark.parametrize("on", [True, False])
-def test_host_script_writes_each_tun_and_leaves_sysfs_read_only(tmp_path, on):
-    """The script, run by a real shell with `mount` stubbed: it writes every TUN's file with the value asked and
-    remounts read-only on the way out, also when a write fails."""
+def run_host_script(tmp_path, on: bool, mount: str,
+                    umount: str = "") -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """napi.host_script(on) run by a real shell with `mount` (and `umount`) stubbed by these shell bodies; returns
+    the run and the stubbed mount's arguments, one call per line."""
     (tmp_path / "bin").mkdir()
     log = tmp_path / "mounts.log"
-    stub = tmp_path / "bin" / "mount"
-    stub.write_text(f'#!/bin/sh\necho "$@" >> {log}\n'
-                    'if [ "$1" = -t ]; then for t in tun-down tun-up; do mkdir -p "$4/class/net/$t"; done; fi\n')
-    stub.chmod(0o755)
-    (tmp_path / "bin" / "umount").write_text("#!/bin/sh\nfor t in tun-down tun-up; do "
-                                             "cat \"$1/class/net/$t/threaded\" >> " + str(tmp_path / "written")
-                                             + "; done\nrm -rf \"$1/class\"\n")
-    (tmp_path / "bin" / "umount").chmod(0o755)
+    for name, body in (("mount", f'echo "$@" >> {log}\n{mount}'), ("umount", umount)):
+        if body:
+            stub = tmp_path / "bin" / name
+            stub.write_text(f"#!/bin/sh\n{body}\n")
+            stub.chmod(0o755)
     env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "TMPDIR": str(tmp_path)}
     r = subprocess.run(["sh", "-c", napi.host_script(on)], env=env, capture_output=True, text=True)
+    return r, log.read_text().splitlines()
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_host_script_writes_each_tun_and_leaves_sysfs_read_only(tmp_path, on):
+    """It writes every TUN's file with the value asked and remounts read-only on the way out."""
+    written = tmp_path / "written"
+    r, calls = run_host_script(
+        tmp_path, on,
+        mount='if [ "$1" = -t ]; then for t in tun-down tun-up; do mkdir -p "$4/class/net/$t"; done; fi',
+        umount=f'for t in tun-down tun-up; do cat "$1/class/net/$t/threaded" >> {written}; done; rm -rf "$1/class"')
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "written").read_text().split() == ["1" if on else "0"] * 2
-    calls = log.read_text().splitlines()
+    assert written.read_text().split() == ["1" if on else "0"] * 2
     assert calls[0].startswith("-t sysfs sysfs ") and calls[1].startswith("-o remount,rw ")
     assert calls[-1].startswith("-o remount,ro ")
 
 
 def test_host_script_restores_read_only_when_a_write_fails(tmp_path):
-    (tmp_path / "bin").mkdir()
-    log = tmp_path / "mounts.log"
-    stub = tmp_path / "bin" / "mount"
-    stub.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')  # no class/net/...: the first write fails
-    stub.chmod(0o755)
-    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "TMPDIR": str(tmp_path)}
-    r = subprocess.run(["sh", "-c", napi.host_script(True)], env=env, capture_output=True, text=True)
+    r, calls = run_host_script(tmp_path, True, mount="")  # no class/net/...: the first write fails
     assert r.returncode != 0
-    assert log.read_text().splitlines()[-1].startswith("-o remount,ro ")
+    assert calls[-1].startswith("-o remount,ro ")
 
 
 def test_setting_on_without_root_is_refused_before_anything_starts(monkeypatch):
