@@ -286,3 +286,10 @@ def check_all() -> None:
     linkem_spin_us()
     linkem_napi()
     pushgateway_urls()
+
+
+def cache_dir() -> Path:
+    """Where quiclab keeps what it learned about this host between commands (start-up facts, passed health
+    checks, why an optional image is unavailable): $XDG_CACHE_HOME/quiclab, else ~/.cache/quiclab."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "quiclab"

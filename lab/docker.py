@@ -7,7 +7,9 @@ import hashlib
 import os
 import shutil
 import subprocess
+import threading
 import uuid
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -153,6 +155,53 @@ def health(c: Container) -> str:
 
 def _pass_marker(key: tuple[str, str]) -> Path:
     """Where a passed own check of one container start is remembered across quiclab commands."""
-    from lab.sweep.startup_cache import cache_dir
+    return config.cache_dir() / "health" / f"{key[0]}-{hashlib.sha256(key[1].encode()).hexdigest()[:16]}"
 
-    return cache_dir() / "health" / f"{key[0]}-{hashlib.sha256(key[1].encode()).hexdigest()[:16]}"
+
+def image_tags(reference: str) -> frozenset[str]:
+    """The `repository:tag` of every local image matching `reference` (e.g. "quiclab/*"), in one call."""
+    try:
+        done = subprocess.run(["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", reference],
+                              capture_output=True, text=True, timeout=EXEC_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise EnvironmentProblem("`docker image ls` did not return within "
+                                 f"{EXEC_TIMEOUT_S:g} s: is the Docker engine overloaded?") from None
+    except FileNotFoundError:
+        raise EnvironmentProblem(f"the docker command is not installed: {SETUP_HINT}") from None
+    if done.returncode != 0:
+        raise EnvironmentProblem(f"`docker image ls` failed: {' '.join(done.stderr.split())[:200]}")
+    return frozenset(done.stdout.split())
+
+
+#: An image build may take long (apt downloads, a Rust build), but not forever.
+BUILD_TIMEOUT_S = 1800.0
+
+
+def compose_build(services: tuple[str, ...], profiles: tuple[str, ...], echo: Callable[[str], None]
+                  ) -> tuple[int, str]:
+    """`docker compose build SERVICES` with the given profiles, its output passed line by line to `echo` (progress
+    of a long build) and kept; returns (exit code, output). Killed at BUILD_TIMEOUT_S (exit code -9)."""
+    os.environ[config.ENV_INSTANCE] = config.INSTANCE.tag
+    argv = ["docker", "compose", "-f", str(config.COMPOSE_FILE), "--project-directory", str(config.ROOT),
+            "-p", config.PROJECT, *(a for p in profiles for a in ("--profile", p)), "--progress", "plain",
+            "build", *services]
+    kept: list[str] = []
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                errors="replace", start_new_session=True)
+    except FileNotFoundError:
+        raise EnvironmentProblem(f"the docker command is not installed: {SETUP_HINT}") from None
+    deadline = threading.Timer(BUILD_TIMEOUT_S, proc.kill)
+    deadline.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            kept.append(line)
+            echo(line.rstrip("\n"))
+        code = proc.wait()
+    finally:
+        deadline.cancel()
+        if proc.poll() is None:  # interrupted while building: never leave a build behind
+            proc.kill()
+            proc.wait()
+    return code, "".join(kept[-400:])

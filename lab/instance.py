@@ -48,6 +48,11 @@ class Instance:
         """The container of a role ("router", "client", "server-caddy", ...)."""
         return f"{self.project}-{role}"
 
+    def service(self, container: str) -> str:
+        """The role (compose service) of one of this lab's containers: the inverse of `container`."""
+        prefix = f"{self.project}-"
+        return container[len(prefix):] if container.startswith(prefix) else container
+
     def from_default_container(self, name: str) -> str:
         """Lab 0's container name (as the implementation registry holds it) in this lab."""
         prefix = f"{BASE_PROJECT}-"

@@ -13,7 +13,7 @@ from dotenv import set_key
 from python_on_whales import DockerClient
 from python_on_whales.exceptions import DockerException
 
-from lab import config, docker, hostnet, terminal
+from lab import config, docker, hostnet, optional, terminal
 from lab.errors import EnvironmentProblem, QuiclabError
 from lab.link import napi
 from lab.observe import services
@@ -71,8 +71,15 @@ def states(names: tuple[str, ...] = LAB_CONTAINERS) -> list[ContainerState]:
     return result
 
 
+def wanted(names: tuple[str, ...]) -> tuple[str, ...]:
+    """`names` without the containers of optional parts that are unavailable (lab/optional.py)."""
+    skip = optional.unavailable_containers()
+    return tuple(n for n in names if n not in skip)
+
+
 def require_up() -> None:
-    bad = [s for s in states(REQUIRED_FOR_RUNS) if not s.ready]
+    engine()  # every setting checked before anything asks Docker
+    bad = [s for s in states(wanted(REQUIRED_FOR_RUNS)) if not s.ready]
     if bad:
         which = ", ".join(f"{s.name} is {s.state if s.state != 'running' else s.health}" for s in bad)
         raise EnvironmentProblem(f"the lab is not up ({which}): run `quiclab up` (or `bash scripts/setup.sh`)")
@@ -122,25 +129,53 @@ def ensure_grafana_password() -> None:
 
 
 def build() -> None:
+    """Build the lab's images: the required ones (a failure stops here), then each optional part (lab/optional.py),
+    whose failure is one line and a lab without it."""
     d = engine()
     terminal.info("building the lab's images (docker compose build; cached layers are reused)")
     try:
         d.compose.build(quiet=False)
     except DockerException as e:
         raise EnvironmentProblem(f"building the images failed (exit {e.return_code}): see the output above") from None
+    for part in optional.parts().values():
+        build_optional(part)
+    optional.forget()
+    optional.write_profiles()
+
+
+def build_optional(part: optional.Part) -> bool:
+    """Build one optional part; on failure say why in one line and keep the reason for the runs that ask for it."""
+    terminal.info(f"building the optional part '{part.name}' ({part.what})")
+    code, output = docker.compose_build(part.built, (part.name,), terminal.raw)
+    if code == 0:
+        optional.record_success(part.name)
+        return True
+    why = optional.build_failure_line(output, code)
+    optional.record_failure(part.name, why)
+    optional.forget()
+    kept = not optional.unavailable(part.name)
+    terminal.warning(f"optional part '{part.name}' ({part.what}) could not be built: {why}; "
+                     + ("its existing image is kept" if kept else "the lab runs without it"))
+    return False
 
 
 def up(*, build_images: bool = False) -> None:
     engine()
+    if build_images:
+        build()
     grafana = grafana_wanted()
-    d = docker.client((config.GRAFANA_PROFILE,) if grafana else ())
+    parts = optional.available_profiles()
+    d = docker.client((*parts, *((config.GRAFANA_PROFILE,) if grafana else ())))
     check_ports(grafana)
     napi.check_setting()
-    terminal.info(("building images and " if build_images else "") + "starting the lab's containers "
-                  "(docker compose up)")
+    for part in optional.PARTS:
+        if part not in parts:
+            terminal.warning(f"without the optional part '{part}' ({optional.PARTS[part]}): "
+                             f"{optional.unavailable(part)}")
+    terminal.info("starting the lab's containers (docker compose up)")
     try:
         # Not `--wait`: compose counts the one-shot route helpers' normal exit as a failure.
-        d.compose.up(detach=True, build=build_images, quiet=False)
+        d.compose.up(detach=True, quiet=False)
     except DockerException as e:
         raise EnvironmentProblem(
             f"the lab did not come up (exit {e.return_code}): see `docker compose logs` "
@@ -160,8 +195,9 @@ def pending() -> list[str]:
     """What the lab still waits for ("quiclab-router is starting", "client-route has not finished"); raises if a
     one-shot helper failed."""
     d = docker.client()
-    waits = [f"{s.name} is {s.health or s.state}" for s in states() if not s.ready]
-    for service in ONE_SHOTS:
+    waits = [f"{s.name} is {s.health or s.state}" for s in states(wanted(LAB_CONTAINERS)) if not s.ready]
+    skip = {s for name, p in optional.parts().items() if optional.unavailable(name) for s in p.one_shots}
+    for service in (s for s in ONE_SHOTS if s not in skip):
         found = d.container.list(all=True, filters=[("label", PROJECT_LABEL),
                                                     ("label", f"com.docker.compose.service={service}")])
         if not found or found[0].state.status != "exited":
@@ -193,7 +229,7 @@ def wait_ready(timeout_s: float = UP_TIMEOUT_S, poll: Callable[[], list[str]] = 
 
 def down() -> None:
     engine()
-    d = docker.client((config.GRAFANA_PROFILE,))  # the optional Grafana goes too
+    d = docker.client((*optional.PARTS, config.GRAFANA_PROFILE))  # every optional part goes too
     failed: DockerException | None = None
     try:
         d.compose.down(volumes=True, remove_orphans=True, timeout=5)
@@ -268,7 +304,7 @@ def health_problem(names: tuple[str, ...] = REQUIRED_FOR_RUNS) -> str | None:
     not answering), or None. Asked after a run failed, to tell a transport's failure (a result) from the lab's
     (never a result)."""
     try:
-        bad = [s for s in states(names) if not s.ready]
+        bad = [s for s in states(wanted(names)) if not s.ready]
     except QuiclabError as e:
         return str(e)
     if bad:

@@ -4,7 +4,8 @@ from typing import Annotated
 
 import typer
 
-from lab import config, lab, terminal
+from lab import config, lab, optional, terminal
+from lab.endpoints.registry import registry
 from lab.sweep import environment
 
 
@@ -14,7 +15,9 @@ def register(app: typer.Typer) -> None:
         """Bring the lab up (client, router, servers, Prometheus) and wait until every part is healthy."""
         lab.up(build_images=build)
         lab_name = f"lab {config.INSTANCE.number} ({config.PROJECT})" if config.INSTANCE.number else "lab"
-        terminal.success(f"{lab_name} is up: client {config.CLIENT_IP} ⇄ router ⇄ servers {config.SERVER_IP} (nginx), "
-                         f".11 (ngtcp2), .12 (caddy), .13 (nginx 1.30)")
+        skip = optional.unavailable_containers()
+        servers = ", ".join(f"{i.name} {i.address}" for i in registry().implementations.values()
+                            if i.role == "server" and i.container not in skip)
+        terminal.success(f"{lab_name} is up: client {config.CLIENT_IP} ⇄ router ⇄ servers {servers}")
         for problem in environment.udp_buffer_problems():
             terminal.warning(problem)

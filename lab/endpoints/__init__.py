@@ -5,7 +5,9 @@ implementation means one adapter (clients), one image stanza and one registry en
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 
+from lab import optional
 from lab.endpoints.base import ClientAdapter
 from lab.endpoints.registry import Implementation, registry
 from lab.errors import UsageError
@@ -37,3 +39,13 @@ def client_names() -> list[str]:
 
 def server_names() -> list[str]:
     return registry().names("server")
+
+
+def require_available(clients: Iterable[str] = (), servers: Iterable[str] = ()) -> None:
+    """Refuse (exit 2, one line) when a client or server belongs to an optional part of the lab that could not be
+    built here (lab/optional.py): "nginx-sid is unavailable: <why>"."""
+    reg = registry()
+    for name in dict.fromkeys(clients):
+        optional.require(name, reg.client(name).container)
+    for name in dict.fromkeys(servers):
+        optional.require(name, reg.server(name).container)

@@ -92,8 +92,9 @@ class SenderCC(BaseModel):
 class Implementation(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")  # e.g. nginx-1.30 (a TOML table name: quote it)
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")  # e.g. nginx-sid (a TOML table name: quote it)
     role: Role
+    aliases: tuple[str, ...] = ()  # older names it is accepted under (records use `name`)
     description: str = ""
     protocols: frozenset[Protocol] = Field(min_length=1)
     container: str = Field(min_length=1)
@@ -179,8 +180,14 @@ class Registry:
     def names(self, role: Role) -> list[str]:
         return [n for n, i in self.implementations.items() if i.role == role]
 
+    def canonical(self, name: str) -> str:
+        """The registry's name for `name` (itself, or the implementation that has it as an alias)."""
+        if name in self.implementations:
+            return name
+        return next((n for n, i in self.implementations.items() if name in i.aliases), name)
+
     def get(self, name: str, role: Role) -> Implementation:
-        impl = self.implementations.get(name)
+        impl = self.implementations.get(self.canonical(name))
         if impl is None or impl.role != role:
             raise UsageError(f"unknown {role} {name!r}: allowed are {', '.join(self.names(role))}")
         return impl
@@ -250,6 +257,12 @@ def parse(data: dict[str, Any], where: str = str(REGISTRY_FILE)) -> Registry:
         if i.address is not None and not _on_server_network(i.address):
             raise UsageError(f"{where}: implementation {i.name!r}: address {i.address!r} is not on the lab's "
                              f"server network (10.71.2.1-254, as in docker-compose.yml)")
+    seen_names: dict[str, str] = {}
+    for i in impls.values():
+        for alias in i.aliases:
+            if alias in impls or alias in seen_names:
+                raise UsageError(f"{where}: implementation {i.name!r}: alias {alias!r} is already a name")
+            seen_names[alias] = i.name
     servers = [i for i in impls.values() if i.role == "server"]
     for attr in ("container", "address", "host"):
         seen: dict[str, str] = {}

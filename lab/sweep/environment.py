@@ -14,7 +14,7 @@ from typing import Any
 
 from python_on_whales.exceptions import DockerException
 
-from lab import __version__, config, docker
+from lab import __version__, config, docker, optional
 from lab.endpoints.registry import registry
 from lab.link import router, shaper
 from lab.link.model import Link
@@ -32,25 +32,33 @@ def _exec(container: str, *cmd: str) -> str:
 
 
 def versions() -> dict[str, str]:
-    curl = _exec(config.CLIENT_CONTAINER, "curl", "--version").splitlines()
-    return {
-        "quiclab": __version__,
-        "nginx": _exec(config.SERVER_CONTAINER, "nginx", "-v").replace("nginx version: ", ""),
-        "openssl (server)": _exec(config.SERVER_CONTAINER, "openssl", "version"),
-        "curl": curl[0] if curl else "unknown",
-        "openssl (client)": _exec(config.CLIENT_CONTAINER, "openssl", "version"),
-        "ngtcp2 (gtlsclient)": _exec(config.CLIENT_CONTAINER, "dpkg-query", "-W", "-f='${Version}'", "ngtcp2-client"),
-        # Debian unstable's nginx and curl, in their own containers (registry: nginx-1.30, curl-8.23)
-        "nginx-1.30": _exec(config.SERVER_NGINX130_CONTAINER, "nginx", "-v").replace("nginx version: ", ""),
-        "openssl (nginx-1.30)": _exec(config.SERVER_NGINX130_CONTAINER, "openssl", "version"),
-        "curl-8.23": _exec(config.CLIENT_SID_CONTAINER, "curl", "--version").split("\n")[0],
-        "openssl (curl-8.23)": _exec(config.CLIENT_SID_CONTAINER, "openssl", "version"),
+    """Every implementation's version (the registry's version command in its container: its first line), the
+    OpenSSL of each endpoint container that has one, the router's tools and the host's. An implementation of an
+    optional part that is unavailable here says so ("unavailable: <why>")."""
+    out = {"quiclab": __version__}
+    reg = registry()
+    skip = optional.unavailable_containers()
+    containers: dict[str, None] = {}
+    for name, impl in reg.implementations.items():
+        if impl.container in skip:
+            part = optional.part_of(impl.container) or ""
+            out[name] = f"unavailable: {optional.unavailable(part)}"
+            continue
+        containers[impl.container] = None
+        lines = _exec(impl.container, impl.version).splitlines()
+        out[name] = lines[0] if lines else "unknown"
+    for container in containers:
+        found = _exec(container, "openssl", "version")
+        if found.startswith("OpenSSL"):
+            out[f"openssl ({config.INSTANCE.service(container)})"] = found
+    out.update({
         "linkem": _exec(config.ROUTER_CONTAINER, "linkem", "--version"),
         "iproute2": _exec(config.ROUTER_CONTAINER, "tc", "-V"),
         "kernel": platform.release(),
         "docker": docker.client().version().server.version or "unknown",
         "python": platform.python_version(),
-    }
+    })
+    return out
 
 
 def tcp_cc(container: str) -> str:

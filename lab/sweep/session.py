@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.text import Text
 
 from lab import config, lab, lock, terminal
+from lab.endpoints import require_available
 from lab.errors import QuiclabError
 from lab.link import calibrate, linkem, napi, shaper
 from lab.link.model import Link
@@ -175,6 +176,7 @@ def _mark_interrupted(folder: Path) -> None:
 
 def _start(s: Scenario, preset: str | None, results_dir: Path, part: shard.ShardSpec | None) -> tuple[Path, bool]:
     lab.require_up()
+    require_available(s.clients, s.servers)
     every = plan(s)
     runs = part.select(every) if part else every
     folder = store.new_folder(results_dir, shard.folder_name(s.name, part))
@@ -246,6 +248,7 @@ def _resume(folder: Path) -> tuple[Path, bool]:
     lab.require_up()
     manifest = store.read_manifest(folder)
     s = validate(manifest["scenario"], str(folder / store.MANIFEST))
+    require_available(s.clients, s.servers)
     runs = shard.restrict(manifest, plan(s))  # a shard's folder holds its shard of the plan
     kept = store.completed_runs(store.load_runs(folder, report_torn=True), {r.key for r in runs})
     store.rewrite_runs(folder, list(kept.values()))

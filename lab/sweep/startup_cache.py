@@ -12,18 +12,13 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from python_on_whales.exceptions import DockerException
 
 from lab import config, docker, lab
+from lab.config import cache_dir
 from lab.errors import QuiclabError
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "quiclab"
 
 
 def lab_fingerprint() -> str | None:

@@ -87,7 +87,7 @@ def _fetch_argv(client: str, protocol: str, size: int, env: dict[str, str] | Non
     return get_client(client).command(request)
 
 
-@pytest.mark.parametrize("client", ["curl", "curl-8.23"])
+@pytest.mark.parametrize("client", ["curl", "curl-sid"])
 def test_a_prestarted_curl_fetches_what_a_fresh_one_does(lab_up: None, client: str, monkeypatch: pytest.MonkeyPatch):
     """Each fetch after the first runs in the curl the agent started ahead of it (its options handed over as a
     config): every protocol verified, curl's own times present; a fetch with another environment, and every fetch

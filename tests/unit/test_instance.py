@@ -110,7 +110,7 @@ def test_another_lab_has_its_own_names_lock_and_registry():
             "r = registry()\n"
             "print(config.PROJECT, config.ROUTER_CONTAINER, config.ROUTER_MGMT_IP, config.prometheus_port(),\n"
             "      lock.lock_path().name, ','.join(hostnet.LAB_BRIDGES), r.server('caddy').address,\n"
-            "      r.server('caddy').container, r.client('curl-8.23').container)")
+            "      r.server('caddy').container, r.client('curl-sid').container)")
     env = {**os.environ, "QUICLAB_INSTANCE": "2"}
     env.pop("QUICLAB_PROMETHEUS_PORT", None)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60,

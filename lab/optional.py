@@ -1,0 +1,163 @@
+"""Optional parts of the lab: images that may not build on every machine on every day, and that the default job
+does not need. Each is a compose profile (docker-compose.yml `profiles:`):
+
+  sid      Debian unstable's nginx and curl (images FROM the unstable base; unstable moves every few weeks, and
+           its mirror may be unreachable)
+  browser  headless chromium (a large package set from trixie)
+
+A part is *available* when every image of its services is here. Building it is tried by `quiclab build` / `up
+--build` (so by the set-up); when that fails the lab comes up without it, the reason is kept in the cache dir
+(one line: the image's own capability check, apt's error, the missing base image), and a run that asks for one of
+its implementations is refused with "unavailable: <why>" (exit 2) instead of failing later. A part whose rebuild
+fails while its older image is still here stays available (the manifest records the version that ran).
+
+The available profiles are written to .env as COMPOSE_PROFILES, so a plain `docker compose up -d` starts the same
+lab as `quiclab up`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import yaml
+from dotenv import set_key, unset_key
+
+from lab import config, docker
+from lab.errors import UsageError
+
+#: The optional parts, in the order they are built, with what each brings.
+PARTS: dict[str, str] = {
+    "sid": "nginx and curl from Debian unstable",
+    "browser": "headless chromium",
+}
+ENV_PROFILES = "COMPOSE_PROFILES"
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    what: str
+    services: tuple[str, ...]  # every compose service of the profile (long-running and one-shot)
+    built: tuple[str, ...]  # the services with a `build:` section (their images are the part's own)
+    images: tuple[str, ...]  # the images of `built`, with this lab's tag
+    containers: tuple[str, ...]  # the containers of this lab that run as long as the lab (have a container_name)
+
+    @property
+    def one_shots(self) -> tuple[str, ...]:
+        return tuple(s for s in self.services if config.INSTANCE.container(s) not in self.containers)
+
+
+def _compose(path: Path) -> dict[str, dict]:
+    return (yaml.safe_load(path.read_text()) or {}).get("services", {})
+
+
+def _image(ref: str, tag: str) -> str:
+    return re.sub(r"\$\{QUICLAB_TAG:-[^}]*\}", tag, ref)
+
+
+@cache
+def parts(compose_file: Path = config.COMPOSE_FILE) -> dict[str, Part]:
+    """Every optional part as docker-compose.yml defines it (the compose file is the one list of its services)."""
+    services = _compose(compose_file)
+    tag = config.setting(config.ENV_TAG, "dev")
+    out = {}
+    for name, what in PARTS.items():
+        mine = {s: v for s, v in services.items() if name in (v.get("profiles") or [])}
+        built = tuple(s for s, v in mine.items() if "build" in v)
+        out[name] = Part(
+            name=name, what=what, services=tuple(mine), built=built,
+            images=tuple(_image(mine[s]["image"], tag) for s in built),
+            containers=tuple(config.INSTANCE.container(s) for s, v in mine.items() if "container_name" in v))
+    return out
+
+
+def _reason_file(part: str) -> Path:
+    return config.cache_dir() / "optional" / f"{part}-{config.setting(config.ENV_TAG, 'dev')}.txt"
+
+
+def record_failure(part: str, why: str) -> None:
+    path = _reason_file(part)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(why.strip() + "\n")
+
+
+def record_success(part: str) -> None:
+    _reason_file(part).unlink(missing_ok=True)
+
+
+def last_failure(part: str) -> str:
+    try:
+        return _reason_file(part).read_text().strip()
+    except OSError:
+        return ""
+
+
+@cache
+def _present_images() -> frozenset[str]:
+    return docker.image_tags("quiclab/*")
+
+
+def forget() -> None:
+    """After a build: what is here may have changed."""
+    _present_images.cache_clear()
+
+
+def unavailable(part: str) -> str:
+    """Why `part` is unavailable ("" when it is available): its images are not here."""
+    p = parts()[part]
+    missing = [i for i in p.images if i not in _present_images()]
+    if not missing:
+        return ""
+    return last_failure(part) or f"image {missing[0]} is not built (run `quiclab build`)"
+
+
+def available_profiles() -> tuple[str, ...]:
+    return tuple(p for p in PARTS if not unavailable(p))
+
+
+def unavailable_containers() -> frozenset[str]:
+    return frozenset(c for name, p in parts().items() if unavailable(name) for c in p.containers)
+
+
+def part_of(container: str) -> str | None:
+    return next((name for name, p in parts().items() if container in p.containers), None)
+
+
+def require(implementation: str, container: str) -> None:
+    """Refuse (exit 2) a run or sweep that needs an implementation whose optional part is unavailable."""
+    part = part_of(container)
+    if part is None:
+        return
+    why = unavailable(part)
+    if why:
+        raise UsageError(f"{implementation} is unavailable: {why} (optional part '{part}': {PARTS[part]}; the rest "
+                         f"of the lab works without it)")
+
+
+def write_profiles() -> None:
+    """COMPOSE_PROFILES in .env: the available parts, so plain `docker compose up -d` starts what quiclab does."""
+    profiles = ",".join(available_profiles())
+    if profiles:
+        if config.setting(ENV_PROFILES, "") != profiles:
+            set_key(config.ENV_FILE, ENV_PROFILES, profiles, quote_mode="never")
+    elif config.ENV_FILE.exists():
+        unset_key(config.ENV_FILE, ENV_PROFILES, quote_mode="never")
+
+
+#: Lines of a failed build that say why, most telling first: the images' own capability checks, apt, the base.
+_WHY = (re.compile(r"quiclab-capability: (.*)"), re.compile(r"(E: .*)"),
+        re.compile(r"((?:pull access denied|manifest unknown|not found)[^\n]*)", re.I),
+        re.compile(r"(failed to solve[^\n]*)", re.I), re.compile(r"(ERROR[^\n]*)"))
+
+
+def build_failure_line(output: str, exit_code: int) -> str:
+    """One line saying why a build failed, from its output."""
+    lines = output.splitlines()
+    for pattern in _WHY:
+        for line in reversed(lines):
+            m = pattern.search(line)
+            if m:
+                return " ".join(m.group(1).split())[:240]
+    return f"the image build failed (exit {exit_code})"
