@@ -9,7 +9,7 @@ from rich.text import Text
 
 from lab import config, lab, lock, terminal
 from lab.cc import SenderControl
-from lab.endpoints import check_server, get_client
+from lab.endpoints import check_server, get_client, require_available
 from lab.endpoints.base import ClientAdapter
 from lab.endpoints.registry import Implementation, registry
 from lab.endpoints.sender_cc import parse_cc, resolve
@@ -109,6 +109,7 @@ def register(app: typer.Typer) -> None:
                              f"{config.MAX_TIMEOUT_S:g} seconds")
         kinds = parse_kinds(capture)
         lab.require_up()
+        require_available([client], [server])
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         root = config.ROOT / "results" / "runs" / f"{stamp}-{adapter.name}-{server}"
         results = []
@@ -133,7 +134,7 @@ def register(app: typer.Typer) -> None:
                 ["asked", "used", "sender cc", "bytes", "handshake ms", "TTFB ms", "total ms", "goodput Mbit/s",
                  "check"],
                 [_row(r) for r in results],
-                right=["bytes", "handshake ms", "TTFB ms", "total ms", "goodput Mbit/s"],
+                right=["bytes", "handshake ms", "TTFB ms", "total ms", "goodput Mbit/s"], wrap=["check"],
             )
         if kinds and not json_out:
             for r in results:
