@@ -152,9 +152,15 @@ _WHY = (re.compile(r"quiclab-capability: (.*)"), re.compile(r"(E: .*)"),
         re.compile(r"(failed to solve[^\n]*)", re.I), re.compile(r"(ERROR[^\n]*)"))
 
 
+_BASE = re.compile(r"/v2/(?:library/)?([^\s\"]+)/manifests/([^\s\"]+)\"")
+
+
 def build_failure_line(output: str, exit_code: int) -> str:
     """One line saying why a build failed, from its output."""
     lines = output.splitlines()
+    base = _BASE.search(output)
+    if base:  # the FROM image is neither here nor pullable (e.g. no unstable base was made: no registry, no mirror)
+        return f"its base image {base.group(1)}:{base.group(2)} is not here and cannot be pulled"
     for pattern in _WHY:
         for line in reversed(lines):
             m = pattern.search(line)

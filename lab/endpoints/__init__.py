@@ -45,7 +45,5 @@ def require_available(clients: Iterable[str] = (), servers: Iterable[str] = ()) 
     """Refuse (exit 2, one line) when a client or server belongs to an optional part of the lab that could not be
     built here (lab/optional.py): "nginx-sid is unavailable: <why>"."""
     reg = registry()
-    for name in dict.fromkeys(clients):
-        optional.require(name, reg.client(name).container)
-    for name in dict.fromkeys(servers):
-        optional.require(name, reg.server(name).container)
+    for impl in [*(reg.client(n) for n in clients), *(reg.server(n) for n in servers)]:
+        optional.require(impl.name, impl.container)

@@ -15,6 +15,7 @@ from python_on_whales.exceptions import DockerException
 from lab import agent, config, docker
 from lab.errors import EnvironmentProblem
 from tests import client_agent
+from tests.lab.parts import require_part
 
 pytestmark = pytest.mark.lab
 
@@ -97,6 +98,8 @@ def test_a_prestarted_curl_fetches_what_a_fresh_one_does(lab_up: None, client: s
     from lab import objects
     from lab.endpoints import get_client
 
+    if client == "curl-sid":
+        require_part("sid")
     container = get_client(client).container
     size = 10_000
     digest = objects.ensure(size)

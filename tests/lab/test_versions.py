@@ -14,21 +14,20 @@ import time
 import pytest
 from python_on_whales.exceptions import DockerException
 
-from lab import agent, config, docker, optional
+from lab import agent, config, docker
 from lab.endpoints import check_server, get_client
 from lab.evidence.capture import collecting
 from lab.protocols import Protocol
 from lab.sweep import environment, store
 from lab.transfer import run_transfer, stop_clients
+from tests.lab.parts import require_part
 
 pytestmark = pytest.mark.lab
 
 
 @pytest.fixture(autouse=True)
 def _sid_part_built():
-    why = optional.unavailable("sid")
-    if why:
-        pytest.skip(f"the optional part 'sid' (nginx and curl from Debian unstable) is unavailable here: {why}")
+    require_part("sid")
 
 PAIRS = [("curl-sid", "nginx-sid"), ("curl-sid", "nginx"), ("curl", "nginx-sid")]
 

@@ -13,6 +13,7 @@ import pytest
 
 from lab.results.schema import RunRecord, read_runs
 from lab.workloads import objects as objects_file
+from tests.lab.parts import require_part
 
 pytestmark = pytest.mark.lab
 
@@ -94,6 +95,7 @@ def test_refused_0rtt_fails_with_that_reason(lab_up, tmp_path):
 
 
 def test_browser_loads_the_page_over_h2_and_h3_every_resource_checked(lab_up, tmp_path):
+    require_part("browser")
     folder, records = sweep(tmp_path, "web-browser", 'protocols = ["h2", "h3"]\nclients = ["chromium"]\n'
                             'workload = "page:10x20kB"')
     assert all(r.status == "ok" for r in records), [(r.run_key, r.failure) for r in records]

@@ -23,7 +23,7 @@ def test_nginx_130_is_configured_as_nginx_126_but_for_its_certificate_name_and_0
     only_new = [d for d in new if d not in old]
     assert only_old == ["ssl_certificate /pki/nginx/cert.pem;", "ssl_certificate_key /pki/nginx/key.pem;",
                         "server_name server.quiclab;"]
-    assert only_new == ["ssl_certificate /pki/nginx-1.30/cert.pem;", "ssl_certificate_key /pki/nginx-1.30/key.pem;",
+    assert only_new == ["ssl_certificate /pki/nginx-sid/cert.pem;", "ssl_certificate_key /pki/nginx-sid/key.pem;",
                         "ssl_early_data on;", "server_name nginx130.quiclab;"]
     assert "http3_stream_buffer_size 16m;" in new and "quic_gso off;" in new
 

@@ -116,11 +116,25 @@ def test_a_registry_file_that_is_not_toml_is_a_usage_error(tmp_path):
 
 
 def test_unknown_names_list_the_allowed_ones():
-    allowed = r"allowed are curl, gtlsclient, curl-8\.23, chromium$"
+    allowed = r"allowed are curl, gtlsclient, curl-sid, chromium$"
     with pytest.raises(UsageError, match=r"unknown client 'quiche': " + allowed):
         get_client("quiche")
-    with pytest.raises(UsageError, match=r"unknown server 'curl': allowed are nginx, ngtcp2, caddy, nginx-1\.30$"):
+    with pytest.raises(UsageError, match=r"unknown server 'curl': allowed are nginx, ngtcp2, caddy, nginx-sid$"):
         check_server("curl")
+
+
+def test_unstables_implementations_are_named_by_what_they_are_and_their_old_names_still_work():
+    """Issue 27: not by a version unstable will move past; the names they had are aliases, records use the new."""
+    reg = registry()
+    assert reg.server("nginx-1.30").name == "nginx-sid" and reg.client("curl-8.23").name == "curl-sid"
+    assert reg.canonical("nginx-1.30") == "nginx-sid" and reg.canonical("nginx") == "nginx"
+    assert reg.canonical("quiche") == "quiche"
+    with pytest.raises(UsageError, match=r"unknown client 'nginx-1\.30'"):
+        reg.client("nginx-1.30")  # an alias keeps its role
+    data = tomllib.loads(REGISTRY_FILE.read_text())
+    data["nginx"]["aliases"] = ["caddy"]
+    with pytest.raises(UsageError, match="implementation 'nginx': alias 'caddy' is already a name"):
+        parse(data, "x")
 
 
 def test_adapters_come_from_the_registry():
