@@ -103,10 +103,21 @@ def _obs_by_key(records: list[RunRecord]) -> dict[Key, dict[int, RunObs]]:
     return {(rs[0].point_label, c, s, p): group_obs(rs) for (_, c, s, p), rs in group_records(records).items()}
 
 
+def sweep_name(records: list[RunRecord], manifest: dict[str, Any], folder: Path) -> str:
+    """How a comparison names a sweep: its name and its folder."""
+    return f"{header_items(records, manifest)[0][1]} ({folder})"
+
+
 def compare_sweeps(a: Path, b: Path) -> Comparison:
     """The groups present in both sweeps (matched by point label, client, server, protocol): medians side by side
     and paired ratios B/A."""
     (ra, ma), (rb, mb) = load_sweep(a), load_sweep(b)
+    return compare_loaded(ra, ma, a, rb, mb, b)
+
+
+def compare_loaded(ra: list[RunRecord], ma: dict[str, Any], a: Path, rb: list[RunRecord], mb: dict[str, Any],
+                   b: Path) -> Comparison:
+    """compare_sweeps on sweeps already read (load_sweep)."""
     ga, gb = _by_key(summarize(ra)), _by_key(summarize(rb))
     oa, ob = _obs_by_key(ra), _obs_by_key(rb)
     cols = ["parameter", "method", "n A/B", "censored A/B", "excluded A/B", "time s A", "time s B",
@@ -129,7 +140,7 @@ def compare_sweeps(a: Path, b: Path) -> Comparison:
         return f"{k[0]} {method_label(k[3], k[1], k[2])}"
 
     return Comparison(
-        name_a=f"{header_items(ra, ma)[0][1]} ({a})", name_b=f"{header_items(rb, mb)[0][1]} ({b})",
+        name_a=sweep_name(ra, ma, a), name_b=sweep_name(rb, mb, b),
         table=(cols, rows), ratio_table=(rcols, rrows),
         only_a=[label(k) for k in ga if k not in gb], only_b=[label(k) for k in gb if k not in ga],
     )
