@@ -1,7 +1,9 @@
 """Integration tests: the real lab (Docker engine, images), real bytes through the real router.
 
 They bring the lab up if it is not (scripts/test.sh runs the set-up first, so in CI it is) and skip, naming
-what is missing, only where no Docker engine can be reached.
+what is missing, only where no Docker engine can be reached. The timing checks (every test that calls a timing
+helper: on_quiet_host here, still_in_force in probes.py) are marked `timing` and counted (tests/timing.py): their
+skips for a busy host fail the session beyond QUICLAB_TIMING_SKIP_LIMIT.
 """
 
 from __future__ import annotations
@@ -19,6 +21,17 @@ from lab.bench import host
 from lab.errors import QuiclabError
 from lab.link import linkem, shaper
 from lab.link.model import Link
+from tests import timing
+
+#: the helpers a timing check calls: a test that names one is marked `timing` at collection (tests/timing.py).
+#: (tests/lab/test_link_stages.py still defines its own still_in_force, a plain skip: counted as "other reasons"
+#: until it imports the one in probes.py, which skips for a busy host.)
+TIMING_HELPERS = ("on_quiet_host", "still_in_force")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = config.rootpath / "tests" / "lab"
+    timing.mark_callers([i for i in items if i.path.is_relative_to(here)], TIMING_HELPERS)
 
 
 @pytest.fixture(scope="session")
@@ -49,8 +62,10 @@ T = TypeVar("T")
 def on_quiet_host(measure: Callable[[], T], good: Callable[[T], bool], attempts: int = 3) -> list[T]:
     """Timing-accuracy checks: run `measure` up to `attempts` times, stopping at the first `good` result. A result
     measured while the hypervisor took more than MAX_STEAL_PCT of the CPU shows the host, not the emulator, and
-    is set aside; if every attempt was disturbed so, the test skips and says so. Returns the undisturbed results
-    (the caller asserts on them: the last one is good unless all failed)."""
+    is set aside; if every attempt was disturbed so, the test skips for a busy host (a skip counted against
+    QUICLAB_TIMING_SKIP_LIMIT: tests/timing.py). Returns the undisturbed results (the caller asserts on them: the
+    last one is good unless all failed)."""
+    timing.record()
     results: list[T] = []
     disturbed: list[float] = []
     for _ in range(attempts):
@@ -63,9 +78,10 @@ def on_quiet_host(measure: Callable[[], T], good: Callable[[T], bool], attempts:
         if good(result):
             break
     if not results:
-        pytest.skip(f"the hypervisor took {', '.join(f'{x:.0f}' for x in disturbed)} % of this host's CPU during the "
-                    f"{attempts} attempts (over the {host.MAX_STEAL_PCT:.0f} % a timing-accuracy check allows): the "
-                    f"emulator's precision cannot be checked on this host at the moment (docs/benchmarks.md)")
+        timing.skip_busy(f"the hypervisor took {', '.join(f'{x:.0f}' for x in disturbed)} % of this host's CPU during "
+                         f"the {attempts} attempts (over the {host.MAX_STEAL_PCT:.0f} % a timing-accuracy check "
+                         f"allows): the emulator's precision cannot be checked on this host at the moment "
+                         f"(docs/benchmarks.md)")
     return results
 
 

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 from lab import config, docker
 from lab.evidence.pcap import PROTO_UDP, read_pcap
-from lab.link import router
+from lab.link import linkem, router
+from lab.link.model import Link
+from tests import timing
 
 PROBE_PORT = 9999
 
@@ -31,6 +33,16 @@ def ping_timed(duration_s: float, interval_s: float = 0.002) -> list[tuple[float
     count = int(duration_s / interval_s)
     out = client("ping", "-n", "-D", "-c", str(count), "-i", f"{interval_s:g}", "-W", "2", config.SERVER_IP)
     return [(float(ts), float(rtt) / 1000) for ts, rtt in re.findall(r"\[([\d.]+)\].*time=([\d.]+) ms", out)]
+
+
+def still_in_force(link: Link) -> None:
+    """The lab is shared: if another user changed the link while a timing check measured, the measurement is not
+    one of this link, so the test skips for a busy host (counted against QUICLAB_TIMING_SKIP_LIMIT: tests/timing.py),
+    saying so."""
+    timing.record()
+    if linkem.current() != link:
+        timing.skip_busy("another user of the lab changed the link during this measurement (linkem's config in force "
+                         "is no longer the test's): rerun when the lab is not in use")
 
 
 def median(xs: list[float]) -> float:
