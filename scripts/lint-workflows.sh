@@ -19,7 +19,8 @@ if command -v go >/dev/null; then
   fi
   if ! command -v shellcheck >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     step "installing Debian's shellcheck (actionlint checks the workflows' run: scripts with it)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null \
+    { DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+        && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null; } \
       || warn "could not install shellcheck"
   fi
   command -v shellcheck >/dev/null \

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -73,3 +74,100 @@ def run_step(doc: dict[str, Any], job: str, name: str, context: dict[str, str], 
     environ = {**os.environ, **env(doc, job, st, context), **overrides,
                "GITHUB_OUTPUT": str(tmp / "github_output"), "GITHUB_STEP_SUMMARY": str(tmp / "step_summary")}
     return subprocess.run(argv, cwd=ROOT, env=environ, capture_output=True, text=True, timeout=timeout)
+
+
+# --- what the workflows' scripts run (tests/unit/test_workflows.py) ---------------------------------------------------
+
+#: the names `sudo env NAME=VALUE ...` may set in front of the README's command: where root finds the runner's tools
+#: (uv, Go, cargo and rustup's toolchain), nothing that changes what the command does.
+TOOL_PATHS = frozenset({"PATH", "RUSTUP_HOME", "CARGO_HOME"})
+_UV_INSTALL = re.compile(r"\bpipx?\s+install\b[^\n]*?[\"']?\buv(?:==(?P<pin>\S+?))?[\"']?(?=\s|$)")
+
+
+def jobs(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return doc["jobs"]
+
+
+def lines(script: str) -> list[str]:
+    """A run: script's logical lines (backslash continuations joined), comments and blank lines left out."""
+    out = []
+    for line in script.replace("\\\n", " ").splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            out.append(line)
+    return out
+
+
+def root_prefix_and_command(line: str) -> tuple[dict[str, str], list[str]] | None:
+    """Split `sudo [options] [env NAME=VALUE ...] CMD ...` into the assignments and CMD's words; a line without sudo
+    is ({}, its words). None when the line is not one simple command (pipes, lists, redirections)."""
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        return None
+    if any(w in ("|", "||", "&&", ";", "&") or w.startswith((">", "<")) for w in words):
+        return None
+    assigned: dict[str, str] = {}
+    if words[:1] == ["sudo"]:
+        words = words[1:]
+        while words and words[0].startswith("-"):
+            words = words[1:]
+        if words[:1] == ["env"]:
+            words = words[1:]
+            while words and re.fullmatch(r"[A-Za-z_]\w*=.*", words[0]):
+                name, value = words[0].split("=", 1)
+                assigned[name] = value
+                words = words[1:]
+    return assigned, words
+
+
+def runs_unchanged(line: str, command: str) -> bool:
+    """`line` runs `command` as written (no arguments added, none of its settings changed), as the user or as root
+    with the runner's tool paths kept (`sudo env "PATH=$PATH" ... command`)."""
+    split = root_prefix_and_command(line)
+    if split is None:
+        return False
+    assigned, words = split
+    return words == shlex.split(command) and set(assigned) <= TOOL_PATHS and assigned.get("PATH", "$PATH") == "$PATH"
+
+
+def uv_pins(doc: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """(job, pinned version or None) for every step that installs uv (pip/pipx, or astral-sh/setup-uv), the
+    version's `$NAME` resolved from the step's, job's and workflow's env."""
+    out: list[tuple[str, str | None]] = []
+    for job, spec in jobs(doc).items():
+        for st in spec["steps"]:
+            environ = {**(doc.get("env") or {}), **(spec.get("env") or {}), **(st.get("env") or {})}
+            if st.get("uses", "").startswith("astral-sh/setup-uv@"):
+                version = (st.get("with") or {}).get("version")
+                out.append((job, None if version is None else expand(str(version), {
+                    f"env.{k}": str(v) for k, v in environ.items()})))
+            for m in _UV_INSTALL.finditer(st.get("run", "")):
+                pin = m["pin"]
+                if pin and (ref := re.fullmatch(r"\$\{?(\w+)\}?", pin)):
+                    pin = str(environ[ref[1]]) if ref[1] in environ else None
+                out.append((job, pin))
+    return out
+
+
+def installs_uv(st: dict[str, Any]) -> bool:
+    return st.get("uses", "").startswith("astral-sh/setup-uv@") or bool(_UV_INSTALL.search(st.get("run", "")))
+
+
+def uses_uv(st: dict[str, Any]) -> bool:
+    """A step that runs uv, or a script of the project that does (and installs the newest uv where none is found)."""
+    run = st.get("run", "")
+    return bool(re.search(r"(^|[\s;&|(])uv\s+(run|sync)\b|scripts/(setup|test|lint-workflows)\.sh", run)) \
+        and not installs_uv(st)
+
+
+def apt_installers_without_update() -> set[str]:
+    """The project's scripts (scripts/*.sh) that may `apt-get install` without an `apt-get update` before it in the
+    same file: a workflow step that runs one must update first."""
+    out = set()
+    for path in sorted((ROOT / "scripts").glob("*.sh")):
+        text = path.read_text()
+        install, update = text.find("apt-get install"), text.find("apt-get update")
+        if install >= 0 and not 0 <= update < install:
+            out.add(f"scripts/{path.name}")
+    return out
