@@ -205,3 +205,17 @@ def compose_build(services: tuple[str, ...], profiles: tuple[str, ...], echo: Ca
             proc.kill()
             proc.wait()
     return code, "".join(kept[-400:])
+
+
+def container_names(prefix: str) -> list[str]:
+    """The names of every container on this host (running or not) that start with `prefix`, in one call."""
+    try:
+        done = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}", "--filter", f"name=^{prefix}"],
+                              capture_output=True, text=True, timeout=EXEC_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise EnvironmentProblem(f"`docker ps` did not return within {EXEC_TIMEOUT_S:g} s") from None
+    except FileNotFoundError:
+        raise EnvironmentProblem(f"the docker command is not installed: {SETUP_HINT}") from None
+    if done.returncode != 0:
+        raise EnvironmentProblem(f"`docker ps` failed: {' '.join(done.stderr.split())[:200]}")
+    return [n for n in done.stdout.split() if n.startswith(prefix)]

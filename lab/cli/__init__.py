@@ -12,7 +12,22 @@ from pydantic import ValidationError
 from typer.exceptions import TyperException
 
 from lab import config, terminal
-from lab.cli import bench, build, compare, dashboard, down, merge, presets, report, run, shape, status, sweep, up
+from lab.cli import (
+    bench,
+    build,
+    compare,
+    dashboard,
+    down,
+    merge,
+    presets,
+    report,
+    reproduce,
+    run,
+    shape,
+    status,
+    sweep,
+    up,
+)
 from lab.config import ENV_GRAFANA, ENV_INSTANCE, ENV_PROMETHEUS_PORT, ENV_PUSHGATEWAY_URL, ENV_TIMEOUT
 from lab.errors import QuiclabError
 
@@ -28,8 +43,10 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for module in (up, down, status, dashboard, run, shape, sweep, merge, presets, report, compare, bench, build):
+for module in (up, down, status, dashboard, run, shape, sweep, merge, presets, report, compare, reproduce, bench,
+               build):
     module.register(app)
+sweep.register_worker(app)
 
 
 def _typer_message(e: TyperException) -> str:

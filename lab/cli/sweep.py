@@ -12,7 +12,8 @@ from lab.evidence.capture import parse_kinds
 from lab.results.report import load_sweep
 from lab.results.stats import summarize
 from lab.results.summary import stats_table
-from lab.sweep import presets, scenario, session, shard, store
+from lab.sweep import hostload, presets, scenario, session, shard, store
+from lab.sweep import parallel as parallel_labs
 from lab.sweep.plan import groups, plan
 
 
@@ -92,6 +93,13 @@ def register(app: typer.Typer) -> None:
         dry_run: Annotated[bool, typer.Option(
             "--dry-run", help="Check the scenario and print the plan as JSON (plan id, runs; with --shard this "
                               "shard's run keys); runs nothing and needs no lab.")] = False,
+        parallel: Annotated[str | None, typer.Option(
+            "--parallel", help="Run the plan over N labs on this host (N or auto; extra labs are brought up and "
+                               "taken down automatically): one ordinary sweep folder, each run tagged with its "
+                               "lab.")] = None,
+        host_guard: Annotated[str | None, typer.Option(
+            "--host-guard", help="A run during which the host, not the link, was the bottleneck: repeat (default: "
+                                 "run it again, up to 3 times), flag (keep it, flagged) or off.")] = None,
     ) -> None:
         """Run a sweep (a preset or --scenario FILE), or --resume one; writes results/<timestamp>-<name>/."""
         for flag, value, top in (("--repeats", repeats, scenario.MAX_REPEATS), ("--seed", seed, scenario.MAX_SEED)):
@@ -99,13 +107,20 @@ def register(app: typer.Typer) -> None:
             if value is not None and not low <= value <= top:
                 raise UsageError(f"invalid {flag} {value}: allowed is {low}..{top}")
         part = shard.parse(shard_of) if shard_of is not None else None
+        labs = parallel_labs.parse(parallel) if parallel is not None else 1
+        if host_guard is not None and host_guard not in hostload.GUARDS:
+            raise UsageError(f"invalid --host-guard {host_guard!r}: allowed are {', '.join(hostload.GUARDS)}")
+        if parallel is not None and part is not None:
+            raise UsageError("--parallel and --shard cannot be combined: --parallel runs the whole plan on this host "
+                             "(shards are for several machines)")
         if resume is not None:
             if preset or scenario_file:
                 raise UsageError("--resume takes the scenario from the folder: give no preset or --scenario")
             _refuse_with_resume({"--repeats": repeats, "--protocols": protocols, "--sizes": sizes, "--seed": seed,
                                  "--clients": clients, "--servers": servers, "--shaper": shaper,
                                  "--capture": capture, "--out": out, "--reuse": reuse, "--shard": shard_of,
-                                 "--dry-run": dry_run})
+                                 "--dry-run": dry_run, "--workload": workload, "--sender-cc": sender_cc,
+                                 "--parallel": parallel, "--host-guard": host_guard})
             # not a sweep folder, or a scenario that is no longer valid: say so before the lab is touched
             try:
                 manifest = store.read_manifest(resume)
@@ -114,7 +129,8 @@ def register(app: typer.Typer) -> None:
                                  "`quiclab sweep`") from None
             scenario.validate(manifest["scenario"], str(resume / store.MANIFEST))
             config.check_all()  # before the lab lock and the lab
-            folder, complete = session.resume(resume)
+            folder, complete = (parallel_labs.resume(resume) if manifest.get("parallel")
+                                else session.resume(resume))
         else:
             if (preset is None) == (scenario_file is None):
                 raise UsageError("give one preset name (see `quiclab presets`) or --scenario FILE")
@@ -138,20 +154,31 @@ def register(app: typer.Typer) -> None:
             config.check_all()  # before the lab lock and the lab
             wanted = {"index": part.index, "count": part.count} if part else None
             previous = store.latest_matching(out, s.model_dump(), wanted) if reuse else None
-            if previous is None:
-                folder, complete = session.start(s, name, out, part)
+            if previous is None and labs != 1:
+                folder, complete = parallel_labs.start(s, name, out, labs, host_guard or "repeat")
+            elif previous is None:
+                folder, complete = session.start(s, name, out, part, host_guard or "repeat")
             elif store.read_manifest(previous).get("status") == "complete":
                 terminal.info(f"--reuse: {previous.name} already holds this sweep, complete; showing it")
                 folder, complete = previous, True
             else:
                 terminal.info(f"--reuse: continuing the unfinished sweep in {previous.name}")
-                folder, complete = session.resume(previous)
+                folder, complete = (parallel_labs.resume(previous) if store.read_manifest(previous).get("parallel")
+                                    else session.resume(previous))
         records, _ = load_sweep(folder)
         cols, rows = stats_table(summarize(records))
         terminal.table(f"{folder.name}: transfer time and goodput (median [IQR])", cols, rows, right=cols[2:])
         terminal.line(f"results: {folder}/ (summary.md, runs.csv, plots/, report.html)")
         if not complete:
             raise session.SweepInterrupted(folder)
+
+
+def register_worker(app: typer.Typer) -> None:
+    @app.command("sweep-worker", hidden=True)
+    def sweep_worker(folder: Annotated[Path, typer.Argument(help="The parallel sweep's folder.")]) -> None:
+        """Drive this process's lab for a parallel sweep (started by `quiclab sweep --parallel`; a line protocol
+        on stdin/stdout)."""
+        raise typer.Exit(parallel_labs.worker(folder))
 
 
 def _print_plan(s: scenario.Scenario, preset: str | None, part: shard.ShardSpec | None) -> None:

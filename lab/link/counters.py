@@ -26,6 +26,8 @@ class Counters:
     loss_drops: int | None = None  # dropped by the loss model (random, Gilbert-Elliott)
     queue_drops: int | None = None  # dropped by the bottleneck queue (drop-tail)
     outage_drops: int | None = None  # dropped while the link was down
+    # dropped because the host could not keep up (the emulator's TUN queue full, a failed write): not the link's
+    host_drops: int | None = None
 
     def __sub__(self, other: Counters) -> Counters:
         def d(a: int | None, b: int | None) -> int | None:
@@ -33,7 +35,7 @@ class Counters:
 
         return Counters(self.bytes - other.bytes, self.packets - other.packets, d(self.received, other.received),
                         d(self.loss_drops, other.loss_drops), d(self.queue_drops, other.queue_drops),
-                        d(self.outage_drops, other.outage_drops))
+                        d(self.outage_drops, other.outage_drops), d(self.host_drops, other.host_drops))
 
     @property
     def loss_rate(self) -> float | None:
@@ -74,13 +76,16 @@ def parse_linkem(text: str) -> Snapshot:
         key = {"quiclab_link_bytes_total": "bytes", "quiclab_link_packets_total": "packets",
                "quiclab_link_received_packets_total": "received"}.get(name)
         if name == "quiclab_link_drops_total":
-            key = {"loss": "loss_drops", "queue": "queue_drops", "outage": "outage_drops"}.get(lab.get("cause", ""))
+            key = {"loss": "loss_drops", "queue": "queue_drops", "outage": "outage_drops",
+                   "tun_queue": "host_drops"}.get(lab.get("cause", ""))
+        if name == "quiclab_link_write_errors_total":
+            key = "host_drops"
         if key:
             acc[direction][key] = acc[direction].get(key, 0) + int(value)
 
     def counters(d: dict[str, int]) -> Counters:
         return Counters(bytes=d.get("bytes", 0), packets=d.get("packets", 0), received=d.get("received"),
                         loss_drops=d.get("loss_drops"), queue_drops=d.get("queue_drops"),
-                        outage_drops=d.get("outage_drops"))
+                        outage_drops=d.get("outage_drops"), host_drops=d.get("host_drops"))
 
     return Snapshot(counters(acc["downlink"]), counters(acc["uplink"]), protocols)

@@ -100,6 +100,12 @@ class RunRecord:
     probe_rtt_ms_p50: float | None = None  # ping RTT during the run (queueing delay = this - rtt_s)
     probe_rtt_ms_p95: float | None = None
     path_change: str = ""    # JSON: kind, when applied, outcome (survived | broken + reason), PATH_* frames seen
+    # the fidelity guard (lab/sweep/hostload.py): was the host, not the link, the bottleneck during the run?
+    lab_instance: int | None = None  # the lab that ran it (QUICLAB_INSTANCE; 0 = the default lab)
+    cpu_busy: float | None = None    # share of the host's CPU time busy during the run (all cores; steal included)
+    cpu_steal: float | None = None   # share stolen by the hypervisor
+    link_host_drops: int | None = None  # packets the emulator dropped because the host could not keep up
+    host_bound: str = ""             # why the host was the bottleneck (empty: it was not): flagged, see docs
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecord))

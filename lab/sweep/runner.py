@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from lab import objects
+from lab import config, objects
 from lab.adverse import run as adverse
 from lab.adverse.check import unsupported as adverse_unsupported
 from lab.cc import SenderControl
@@ -36,6 +36,7 @@ from lab.link.model import Link
 from lab.models import TransferResult
 from lab.protocols import Protocol
 from lab.results.schema import RunRecord
+from lab.sweep import hostload
 from lab.sweep.plan import PlannedRun
 from lab.sweep.store import RunLog
 from lab.transfer import run_transfer, stop_clients
@@ -57,6 +58,9 @@ class Context:
     # the caller itself sends other traffic across the link during runs (a lab test's probe): then the per-run
     # check that nobody else used the link looks at the link's settings only
     other_traffic: bool = False
+    # the fidelity guard (lab/sweep/hostload.py): a host-bound run is run again (repeat), only flagged, or not judged
+    host_guard: str = "repeat"
+    host_bound_log: Callable[[RunRecord], None] = lambda _rec: None  # where flagged attempts go (not results)
 
     def cc_of(self, implementation: str, protocol: Protocol) -> str:
         """"unknown" if the manifest does not say; "none" if the implementation has no such transport."""
@@ -91,7 +95,8 @@ def _record(run: PlannedRun, ctx: Context, backend: str, link: Link, started: st
         handshake_s=None, ttfb_s=None, total_s=None, goodput_bps=None, wall_s=0.0, overhead_s=None,
         wire_down_bytes=None, wire_up_bytes=None, wire_overhead=None,
         cc_client=ctx.cc_of(run.client, run.protocol), cc_server=ctx.cc_of(run.server, run.protocol),
-        started_at=started, timeout_s=ctx.timeout_for(run), workload=workloads.workload_of(run.point).label())
+        started_at=started, timeout_s=ctx.timeout_for(run), workload=workloads.workload_of(run.point).label(),
+        lab_instance=config.INSTANCE.number)
 
 
 class EnvironmentFailure(QuiclabError):
@@ -254,6 +259,8 @@ def loss_columns(rec: RunRecord, delta: counters.Snapshot) -> None:
     rec.link_down_sent_pkts, rec.link_up_sent_pkts = delta.down.received, delta.up.received
     rec.link_down_loss_drops, rec.link_up_loss_drops = delta.down.loss_drops, delta.up.loss_drops
     rec.link_down_queue_drops, rec.link_up_queue_drops = delta.down.queue_drops, delta.up.queue_drops
+    if delta.down.host_drops is not None or delta.up.host_drops is not None:
+        rec.link_host_drops = (delta.down.host_drops or 0) + (delta.up.host_drops or 0)
 
 
 def sender_response(rec: RunRecord, ev: capture.Evidence, server: Implementation, protocol: Protocol, port: int,
@@ -267,6 +274,15 @@ def sender_response(rec: RunRecord, ev: capture.Evidence, server: Implementation
     title = f"{rec.run_key}: {protocol.label} {rec.client}→{rec.server}, sender cc {rec.cc_sender or '?'}, " \
             f"{rec.point_label}"
     ev.files.append(sender_view.figure(response, link, title, ev.folder / sender_view.FIGURE))
+
+
+def _judge_host(rec: RunRecord, load: hostload.Load | None, ctx: Context) -> None:
+    """The fidelity guard's columns and verdict for a finished run (nothing for one that did not run)."""
+    if rec.status == "unsupported" or ctx.host_guard == "off":
+        return
+    if load is not None:
+        rec.cpu_busy, rec.cpu_steal = round(load.busy, 4), round(load.steal, 4)
+    rec.host_bound = hostload.verdict(load, rec.total_s or rec.wall_s, rec.link_host_drops)
 
 
 def stop_everything() -> None:
@@ -354,18 +370,24 @@ def run_all(runs: list[PlannedRun], ctx: Context, log: RunLog, on_done: Callable
                 attempt += 1
                 seen = stops.count
                 try:
+                    load_before = hostload.sample()
                     rec = execute(run, ctx)
+                    _judge_host(rec, hostload.between(load_before, hostload.sample()), ctx)
                 except KeyboardInterrupt:
                     return Finish("interrupted")
                 except EnvironmentFailure as e:
                     if stops.count != seen:
                         return Finish("interrupted")
                     if attempt < ENV_ATTEMPTS and _lab_problem() is None:
-                        on_retry(run, str(e))
+                        on_retry(run, f"the lab failed ({e}); it is healthy again")
                         continue
                     return Finish("environment", str(e))
                 if stops.count != seen:  # cut short, and the interrupt was swallowed on the way: not a result
                     return Finish("interrupted")
+                if rec.host_bound and ctx.host_guard == "repeat" and attempt < hostload.HOST_ATTEMPTS:
+                    ctx.host_bound_log(rec)  # kept aside, never a result
+                    on_retry(run, f"the host was the bottleneck ({rec.host_bound})")
+                    continue
                 break
             try:
                 with deferred_interrupt():

@@ -76,7 +76,7 @@ def execute(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Plan
     stops the sweep too (EnvironmentFailure, raised after the manifest and the report are written)."""
     ctx = Context(sweep=s.name, shaper=manifest.get("shaper") or s.shaper, cc=_cc(manifest),
                   timeout_for=lambda r: timeout_for(s, r.point), quic_cc=dict(s.client_quic_cc),
-                  capture=tuple(s.capture), folder=folder)
+                  capture=tuple(s.capture), folder=folder, host_guard=manifest.get("host_guard", "repeat"))
     finish = runner.Finish("interrupted")
     live = Publisher.for_sweep(s.name, total, manifest.get("x_name", "point"), manifest.get("shaper", ""))
     try:
@@ -111,6 +111,8 @@ def _run_with_progress(folder: Path, s: Scenario, ctx: Context, live: Publisher,
                        total: int) -> runner.Finish:
     failures, n_session, t_session = 0, 0, time.monotonic()
     log = store.RunLog(folder)
+    aside = store.RunLog(folder, store.HOST_BOUND)
+    ctx.host_bound_log = aside.append
     try:
         runner.warm_up(todo, ctx)  # (after runs.csv exists: a Ctrl-C here is one before the first run)
         with _progress() as progress:
@@ -120,8 +122,7 @@ def _run_with_progress(folder: Path, s: Scenario, ctx: Context, live: Publisher,
                 progress.update(task, description=f"{s.name}: {_run_label(run)}")
 
             def on_retry(run: PlannedRun, why: str) -> None:
-                terminal.warning(f"{_run_label(run)}: the lab failed ({why}); it is healthy again: running the run "
-                                 "again (nothing was recorded)")
+                terminal.warning(f"{_run_label(run)}: {why}: running the run again (nothing was recorded)")
 
             def on_done(rec: RunRecord) -> None:
                 nonlocal failures, n_session
@@ -134,6 +135,7 @@ def _run_with_progress(folder: Path, s: Scenario, ctx: Context, live: Publisher,
             return runner.run_all(todo, ctx, log, on_done, on_start, on_retry)
     finally:
         log.close()
+        aside.close()
 
 
 def resolve_shaper(s: Scenario) -> shaper.Choice:
@@ -149,9 +151,9 @@ def resolve_shaper(s: Scenario) -> shaper.Choice:
 
 
 def start(s: Scenario, preset: str | None, results_dir: Path,
-          part: shard.ShardSpec | None = None) -> tuple[Path, bool]:
+          part: shard.ShardSpec | None = None, host_guard: str = "repeat") -> tuple[Path, bool]:
     with lock.holding():
-        return _start(s, preset, results_dir, part)
+        return _start(s, preset, results_dir, part, host_guard)
 
 
 def resume(folder: Path) -> tuple[Path, bool]:
@@ -174,7 +176,8 @@ def _mark_interrupted(folder: Path) -> None:
         runner.stop_everything()
 
 
-def _start(s: Scenario, preset: str | None, results_dir: Path, part: shard.ShardSpec | None) -> tuple[Path, bool]:
+def _start(s: Scenario, preset: str | None, results_dir: Path, part: shard.ShardSpec | None,
+           host_guard: str = "repeat") -> tuple[Path, bool]:
     lab.require_up()
     require_available(s.clients, s.servers)
     every = plan(s)
@@ -182,7 +185,7 @@ def _start(s: Scenario, preset: str | None, results_dir: Path, part: shard.Shard
     folder = store.new_folder(results_dir, shard.folder_name(s.name, part))
     manifest = _manifest(s, preset, len(runs))
     manifest.update(shard.manifest_fields(s, every, part))
-    manifest["status"] = "starting"
+    manifest["status"], manifest["host_guard"] = "starting", host_guard
     store.write_json_atomic(folder / store.MANIFEST, manifest)  # a sweep folder from the start: resumable
     terminal.info(f"sweep {s.name}: {len(points(s))} points x {len(s.protocols)} protocols x "
                   f"{sum(runs_pair(s, c, v) for c in s.clients for v in s.servers)} client/server pairs x {s.repeats} "
@@ -200,39 +203,46 @@ def _record_environment(folder: Path, s: Scenario, manifest: dict[str, Any]) -> 
     """Versions, congestion control, the one shaper of the sweep and its self-check, into the manifest. Ctrl-C
     here leaves a resumable folder (the resume records them) and an unimpaired link."""
     try:
-        with terminal.status("recording versions and checking the shaper"):
-            choice = resolve_shaper(s)
-            terminal.info(f"shaper: {choice.backend} ({choice.reason})")
-            # how the router's kernel forwards what linkem writes (QUICLAB_LINKEM_NAPI), put in force and read back
-            forwarding = napi.apply_setting().mode if choice.backend == "linkem" else "kernel (netem)"
-            pts = points(s)
-            first = pts[0].link if pts else None
-            impls = [*s.clients, *s.servers]
-
-            def measure() -> dict[str, Any]:
-                return {"versions": environment.versions(),
-                        "congestion_control": environment.congestion_control(),
-                        "implementations": environment.implementations(impls, s.client_quic_cc),
-                        "self_check": environment.self_check(first, choice.backend) if first else {}}
-
-            parts = {"implementations": impls, "quic_cc": s.client_quic_cc, "backend": choice.backend,
-                     "link": linkem.to_json(first) if first else None, "forwarding": forwarding}
-            facts, provenance = startup_cache.cached(parts, measure)
-            manifest.update(facts)
-            manifest["startup_cache"] = provenance
-            manifest["base_path"] = calibrate.manifest_facts()  # what the link subtracts for the lab's own path
-            manifest["shaper"], manifest["shaper_reason"] = choice.backend, choice.reason
-            manifest["link_forwarding"] = forwarding
-            if provenance["reused"]:
-                terminal.info(f"versions and shaper self-check: unchanged lab, reusing those measured at "
-                              f"{provenance['measured_at']}")
-            manifest["status"] = "running"
+        manifest.update(environment_facts(s))
+        manifest["status"] = "running"
     except KeyboardInterrupt:
         for key in ("versions", "shaper"):  # incomplete: the resume records the environment again
             manifest.pop(key, None)
         store.write_json_atomic(folder / store.MANIFEST, manifest)
         raise
     store.write_json_atomic(folder / store.MANIFEST, manifest)
+
+
+def environment_facts(s: Scenario) -> dict[str, Any]:
+    """What a sweep's manifest records about the lab it runs on (this process's lab): versions, congestion control,
+    the one shaper of the sweep and its self-check, the forwarding, the calibration of the lab's own path."""
+    with terminal.status("recording versions and checking the shaper"):
+        choice = resolve_shaper(s)
+        terminal.info(f"shaper: {choice.backend} ({choice.reason})")
+        # how the router's kernel forwards what linkem writes (QUICLAB_LINKEM_NAPI), put in force and read back
+        forwarding = napi.apply_setting().mode if choice.backend == "linkem" else "kernel (netem)"
+        pts = points(s)
+        first = pts[0].link if pts else None
+        impls = [*s.clients, *s.servers]
+
+        def measure() -> dict[str, Any]:
+            return {"versions": environment.versions(),
+                    "congestion_control": environment.congestion_control(),
+                    "implementations": environment.implementations(impls, s.client_quic_cc),
+                    "self_check": environment.self_check(first, choice.backend) if first else {}}
+
+        parts = {"implementations": impls, "quic_cc": s.client_quic_cc, "backend": choice.backend,
+                 "link": linkem.to_json(first) if first else None, "forwarding": forwarding}
+        facts, provenance = startup_cache.cached(parts, measure)
+        facts = dict(facts)
+        facts["startup_cache"] = provenance
+        facts["base_path"] = calibrate.manifest_facts()  # what the link subtracts for the lab's own path
+        facts["shaper"], facts["shaper_reason"] = choice.backend, choice.reason
+        facts["link_forwarding"] = forwarding
+        if provenance["reused"]:
+            terminal.info(f"versions and shaper self-check: unchanged lab, reusing those measured at "
+                          f"{provenance['measured_at']}")
+    return facts
 
 
 class SweepInterrupted(QuiclabError):

@@ -17,6 +17,7 @@ from lab.results.schema import COLUMNS, RunRecord, read_runs, to_row
 
 RUNS = "runs.csv"
 MANIFEST = "manifest.json"
+HOST_BOUND = "host-bound.csv"  # attempts the fidelity guard set aside (lab/sweep/hostload.py): never results
 
 
 def new_folder(results_dir: Path, name: str) -> Path:
@@ -116,8 +117,14 @@ def completed_runs(records: list[RunRecord], planned: set[str]) -> dict[str, Run
 class RunLog:
     """Appends one record per completed run to runs.csv."""
 
-    def __init__(self, folder: Path) -> None:
-        self.path = folder / RUNS
+    def __init__(self, folder: Path, name: str = "") -> None:
+        self.path = folder / (name or RUNS)
+        self._f: Any = None
+        if name:  # a side file (host-bound.csv): made when the first row comes
+            return
+        self._open()
+
+    def _open(self) -> None:
         fresh = not self.path.exists() or self.path.stat().st_size == 0
         self._f = self.path.open("a", newline="")
         self._w = csv.DictWriter(self._f, fieldnames=COLUMNS, lineterminator="\n")
@@ -126,6 +133,8 @@ class RunLog:
             self._sync()
 
     def append(self, record: RunRecord) -> None:
+        if self._f is None:
+            self._open()
         self._w.writerow(to_row(record))
         self._sync()
 
@@ -134,4 +143,5 @@ class RunLog:
         os.fsync(self._f.fileno())
 
     def close(self) -> None:
-        self._f.close()
+        if self._f is not None:
+            self._f.close()
