@@ -11,7 +11,8 @@ QUICLAB_SETUP_NO_JOB=1 bash scripts/setup.sh
 # The HTML report is checked by rendering it in headless Chromium (Debian's package).
 if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   step "installing Debian's chromium for the report rendering test"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+  { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends chromium >/dev/null; } \
     || warn "could not install chromium: the report rendering test will skip"
 fi
 

@@ -19,7 +19,7 @@ from lab.link.model import Link
 from lab.link.spec import parse_link
 
 from .conftest import on_quiet_host
-from .probes import capture, median, ping_rtts_ms, udp_burst
+from .probes import capture, median, ping_rtts_ms, still_in_force, udp_burst
 
 pytestmark = pytest.mark.lab
 
@@ -38,15 +38,6 @@ def lab_held() -> Iterator[None]:
 def shape(**spec: object) -> Link:
     _, in_force = shaper.apply(parse_link(spec), "linkem")
     return in_force
-
-
-def still_in_force(link: Link) -> None:
-    """The lab is shared: if another user changed the link while this test measured, the measurement is not one of
-    this link, so the test skips, saying so."""
-    now = linkem.current()
-    if now != link:
-        pytest.skip("another user of the lab changed the link during this measurement (linkem's config in force is "
-                    "no longer the test's): rerun when the lab is not in use")
 
 
 def _binomial(n: int, p: float, z: float = 3.29) -> tuple[float, float]:
