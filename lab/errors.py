@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 
 class QuiclabError(Exception):
@@ -44,7 +45,11 @@ def validation_line(e: ValidationError, noun: str = "field", fields: Iterable[st
     and what is allowed: "unknown field 'x': allowed are a, b", "missing field 'x'", "unknown role 'proxy':
     allowed are client, server", "field 'host': a server needs a host", "invalid field 'port' (got 70000): ...".
     `noun` names what the fields are ("field", "key", "link parameter"); `fields` are the known ones."""
-    err = e.errors()[0]
+    return error_line(e.errors()[0], noun, fields)
+
+
+def error_line(err: ErrorDetails, noun: str = "field", fields: Iterable[str] = ()) -> str:
+    """One problem of a pydantic ValidationError as one line (validation_line, for any of its errors)."""
     path = [x for x in err["loc"] if not isinstance(x, int)]
     in_list = any(isinstance(x, int) for x in err["loc"])
     loc = ".".join(str(x) for x in path)

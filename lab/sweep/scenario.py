@@ -30,15 +30,23 @@
 
     [sweep]                             # swept parameters: the points are the product of these lists
     loss = ["0%", "0.1%", "1%"]         # any link key, `size` or `workload`; "off" leaves a key unset at that point
+
+A bad file gets all its problems in one line (exit 2): unknown tables and keys at every level with the nearest valid
+name, missing keys, wrong types and values, duplicate entries ("f.toml: 2 problems: unknown table [frobnicate]: ...;
+missing key 'name'").
 """
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -47,7 +55,7 @@ from lab.adverse import spec as adverse
 from lab.endpoints import check_server, get_client
 from lab.endpoints.registry import registry
 from lab.endpoints.sender_cc import parse_cc
-from lab.errors import UsageError, validation_line
+from lab.errors import UsageError, error_line, one_line_text
 from lab.evidence.capture import parse_kinds
 from lab.link import shaper
 from lab.link.shaper import BACKENDS
@@ -69,6 +77,7 @@ DIMENSIONS: dict[str, Callable[[str], object]] = {
 #: The old name of client_quic_cc (accepted, with a one-line note).
 DEPRECATED_KEYS = {"quic_cc": "client_quic_cc"}
 SWEEP_KEYS = (*LINK_KEYS, *DIMENSIONS)
+T = TypeVar("T")
 
 
 class Scenario(BaseModel):
@@ -114,94 +123,317 @@ def runs_pair(s: Scenario, client: str, server: str) -> bool:
     return not s.pairs or any(p.replace(" ", "") == f"{client}>{server}" for p in s.pairs)
 
 
-def _fail(where: str, e: ValidationError) -> UsageError:
-    return UsageError(f"{where}: {validation_line(e, 'key', Scenario.model_fields)}")
+class Problems:
+    """The problems found in one scenario, collected so that all of them are reported together; `failed` names the
+    fields that had one (checks that need such a field are skipped: they would only repeat it)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.failed: set[str] = set()
+
+    def add(self, field: str, line: str) -> None:
+        self.lines.append(one_line_text(line))
+        self.failed.add(field)
+
+    def attempt(self, field: str, check: Callable[[], T], prefix: str = "") -> T | None:
+        """check(), or None with its UsageError recorded as a problem of `field`."""
+        try:
+            return check()
+        except UsageError as e:
+            self.add(field, prefix + str(e))
+            return None
+
+    def error(self, where: str) -> UsageError | None:
+        """All problems as one line: "WHERE: PROBLEM", or "WHERE: N problems: P1; P2; ..."; None if there are none."""
+        unique = list(dict.fromkeys(self.lines))
+        if not unique:
+            return None
+        if len(unique) == 1:
+            return UsageError(f"{where}: {unique[0]}")
+        return UsageError(f"{where}: {len(unique)} problems: {'; '.join(unique)}")
+
+
+@dataclass(frozen=True)
+class Level:
+    """The names one table of a scenario may hold: plain keys, and tables with their own names (None: any names,
+    checked with the values, e.g. the client names of client_quic_cc)."""
+
+    keys: tuple[str, ...]
+    tables: Mapping[str, Level | None] = dc_field(default_factory=dict)
+
+
+_DIRECTION = Level(DIRECTION_KEYS)
+_TABLES: dict[str, Level | None] = {
+    "link": Level(LINK_KEYS, {"down": _DIRECTION, "up": _DIRECTION}), "sweep": Level(SWEEP_KEYS),
+    "client_quic_cc": None, **dict.fromkeys(DEPRECATED_KEYS)}
+TOP = Level(tuple(k for k in Scenario.model_fields if k not in _TABLES), _TABLES)
+
+
+def closest(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate nearest to a mistyped `name` (difflib, ignoring case), or None when none is near."""
+    match = difflib.get_close_matches(name.lower(), list(candidates), n=1)
+    return match[0] if match else None
+
+
+def unknown_names(data: Mapping[str, Any], level: Level = TOP, at: str = "") -> list[str]:
+    """Every name in `data` (and its tables, at any depth) that the scenario format does not have, one line each,
+    with the nearest valid name: "unknown table [frobnicate]", "unknown key 'los' in [link] (did you mean 'loss'?)"."""
+    problems: list[str] = []
+    for name, value in data.items():
+        if name in level.tables:
+            sub = level.tables[name]
+            if sub is not None and isinstance(value, dict):
+                problems += unknown_names(value, sub, _dotted(at, name))
+        elif name not in level.keys:
+            problems.append(_unknown(name, value, level, at))
+    return problems
+
+
+def _unknown(name: str, value: object, level: Level, at: str) -> str:
+    """An unknown table is matched against the tables of its level, an unknown key against the keys."""
+    table = _is_table(value)
+    if table:
+        what = f"table [{_dotted(at, name)}]"
+        names = {t: f"[{_dotted(at, t)}]" for t in level.tables if t not in DEPRECATED_KEYS}
+    else:
+        what = f"key {name!r}" + (f" in [{at}]" if at else "")
+        names = {k: k for k in level.keys}
+    near = closest(name, names)
+    if near is not None:
+        return f"unknown {what} (did you mean {names[near] if table else repr(near)}?)"
+    allowed = f"allowed are {', '.join(names.values())}" if names else f"[{at}] has no tables"
+    return f"unknown {what}: {allowed}"
+
+
+def _is_table(value: object) -> bool:
+    """A TOML table ([x] or x = {...}), or an array of them ([[x]])."""
+    return isinstance(value, dict) or (isinstance(value, list) and bool(value)
+                                       and all(isinstance(v, dict) for v in value))
+
+
+def _dotted(at: str, name: str) -> str:
+    return f"{at}.{name}" if at else name
 
 
 def validate(data: dict[str, Any], where: str) -> Scenario:
-    """Check everything that can be checked without the lab; errors are one line naming the value."""
-    for old, new in DEPRECATED_KEYS.items():
-        if old in data:
-            if new in data:
-                raise UsageError(f"{where}: give {new} only ({old} is its old name)")
-            terminal.warning(f"{where}: {old} is deprecated, use {new} (the client's QUIC congestion control; "
-                             "the sender's is cc)")
-    try:
-        s = Scenario.model_validate(data)
-    except ValidationError as e:
-        raise _fail(where, e) from None
-    if s.cc is not None:
-        try:
-            s.cc = parse_cc(s.cc)
-        except UsageError as e:
-            raise UsageError(f"{where}: {e}") from None
-    s.protocols = [parse_protocol(p).value for p in s.protocols]
-    for c in s.clients:
-        get_client(c)
-    for sv in s.servers:
-        check_server(sv)
-    for pair in s.pairs:
-        client, sep, server = pair.partition(">")
-        if not sep or client.strip() not in s.clients or server.strip() not in s.servers:
-            raise UsageError(f"{where}: invalid pairs entry {pair!r}: expected \"client>server\" with a client of "
-                             f"{', '.join(s.clients)} and a server of {', '.join(s.servers)}")
-    for name, choice in s.client_quic_cc.items():
-        if name not in s.clients:
-            raise UsageError(f"{where}: client_quic_cc.{name}: not one of the scenario's clients "
-                             f"({', '.join(s.clients)})")
-        try:
-            registry().check_quic_cc(name, choice, f"client_quic_cc.{name}")
-        except UsageError as e:
-            raise UsageError(f"{where}: {e}") from None
-    for size in s.sizes:
-        parse_size(size)
-    try:
-        check_workload(s.workload)
-    except UsageError as e:
-        raise UsageError(f"{where}: {e}") from None
-    try:
-        s.capture = list(parse_kinds(",".join(s.capture)))
-    except UsageError as e:
-        raise UsageError(f"{where}: {str(e).replace('--capture', 'capture')}") from None
-    if s.shaper not in BACKENDS:
-        raise UsageError(f"{where}: invalid shaper {s.shaper!r}: allowed are {', '.join(BACKENDS)}")
-    link = dict(s.link)
-    down, up = link.pop("down", {}), link.pop("up", {})
-    _check_directional(down, up, where)
-    for key in ("faults", "competing", "path"):
-        try:
-            DIMENSIONS[key](getattr(s, key))
-        except UsageError as e:
-            raise UsageError(f"{where}: {key}: {e}") from None
-    for key, values in s.sweep.items():
-        if key not in SWEEP_KEYS:
-            raise UsageError(f"{where}: unknown sweep key {key!r}: allowed are {', '.join(SWEEP_KEYS)}")
-        if not isinstance(values, list) or not values:
-            raise UsageError(f"{where}: sweep.{key} must be a non-empty list")
-        for v in values:
-            if key in DIMENSIONS:
-                try:
-                    DIMENSIONS[key](str(v))
-                except UsageError as e:
-                    raise UsageError(f"{where}: sweep.{key}: {e}") from None
-    # every combination of the swept link settings must make a valid link
-    link_dims = [(k, [str(v) for v in vs]) for k, vs in s.sweep.items() if k not in DIMENSIONS]
-    for combo in itertools.product(*(vs for _, vs in link_dims)):
-        setting = {k: v for (k, _), v in zip(link_dims, combo, strict=True) if v != OFF}
-        try:
-            shaper.check(s.shaper, parse_link({**link, **setting}, down, up))
-        except UsageError as e:
-            raise UsageError(f"{where}: {e}") from None
+    """Check everything that can be checked without the lab. Every problem is found, not just the first: unknown
+    tables and keys (with the nearest valid name), missing keys, wrong types and values; all of them are raised
+    together as one UsageError of one line naming each bad key or value."""
+    if not isinstance(data, Mapping):
+        raise UsageError(f"{where}: expected a table of scenario keys, got {type(data).__name__}")
+    problems = Problems()
+    for line in unknown_names(data):
+        problems.add("", line)
+    s = _model(data, problems)
+    if s is not None:
+        _check_values(s, problems)
+    if (e := problems.error(where)) is not None:
+        raise e
+    assert s is not None  # (no problems: the model validated)
     from lab.adverse.check import check_scenario  # (lazy: it plans the points, and the planner imports this module)
 
-    check_scenario(s, where)
+    check_scenario(s, where)  # (needs a valid scenario: its points)
+    _warn_deprecated(data, where)
     return s
 
 
-def _check_directional(down: Any, up: Any, where: str) -> None:
-    for name, d in (("link.down", down), ("link.up", up)):
-        if not isinstance(d, dict):
-            raise UsageError(f"{where}: {name} must be a table of {', '.join(DIRECTION_KEYS)}")
+def _model(data: Mapping[str, Any], problems: Problems) -> Scenario | None:
+    """The scenario with every field pydantic refuses left at its default (the name at a stand-in), so that the
+    other fields can still be checked; each refusal is a problem of its field."""
+    known = {k: v for k, v in data.items() if k in Scenario.model_fields or k in DEPRECATED_KEYS}
+    for old, new in DEPRECATED_KEYS.items():
+        if old in known and new in known:
+            problems.add(new, f"give {new} only ({old} is its old name)")
+            del known[old]
+    try:
+        return Scenario.model_validate(known)
+    except ValidationError as e:
+        errors = e.errors()
+    kept = dict(known)
+    for err in errors:
+        problems.add(str(err["loc"][0]) if err["loc"] else "", error_line(err, "key", Scenario.model_fields))
+        _drop(kept, err["loc"])
+    kept.setdefault("name", "unnamed")
+    try:
+        return Scenario.model_validate(kept)
+    except ValidationError:  # (not expected: every refused field was dropped)
+        return None
+
+
+def _drop(data: dict[str, Any], loc: tuple[int | str, ...]) -> None:
+    """Remove what pydantic refused at `loc`: the entry of a table (e.g. one [sweep] list), else the whole key."""
+    if not loc:
+        return
+    key = str(loc[0])
+    table = data.get(key)
+    if len(loc) > 1 and isinstance(loc[1], str) and isinstance(table, dict):
+        data[key] = {k: v for k, v in table.items() if k != loc[1]}
+    else:
+        data.pop(key, None)
+
+
+def _check_values(s: Scenario, problems: Problems) -> None:
+    """The checks pydantic cannot do: names of protocols, clients, servers; sizes, workload, capture, shaper,
+    congestion control, adverse conditions, the link and the swept values; each one's problems are recorded."""
+    if s.cc is not None:
+        s.cc = problems.attempt("cc", partial(parse_cc, s.cc)) or s.cc
+    s.protocols = _each(problems, "protocols", s.protocols, lambda p: parse_protocol(p).value)
+    _each(problems, "clients", s.clients, _keeping_name(get_client))
+    _each(problems, "servers", s.servers, _keeping_name(check_server))
+    _each(problems, "sizes", s.sizes, parse_size)
+    problems.attempt("workload", partial(check_workload, s.workload))
+    capture = problems.attempt("capture", partial(_capture, s.capture))
+    s.capture = list(capture) if capture is not None else s.capture
+    if s.shaper not in BACKENDS:
+        problems.add("shaper", f"invalid shaper {s.shaper!r}: allowed are {', '.join(BACKENDS)}")
+    for key in ("faults", "competing", "path"):
+        problems.attempt(key, partial(DIMENSIONS[key], getattr(s, key)), prefix=f"{key}: ")
+    if not {"clients", "servers"} & problems.failed:
+        _check_pairs(s, problems)
+    if "clients" not in problems.failed:
+        _check_client_quic_cc(s, problems)
+    _check_link_and_sweep(s, problems)
+
+
+def _each(problems: Problems, field: str, values: list[str], check: Callable[[str], Any]) -> list[Any]:
+    """check() of every value of a list field (what it returns, e.g. the normalized name, or the value when it
+    fails), and a problem for each value that repeats an earlier one (it would plan the same runs twice)."""
+    out: list[Any] = []
+    for value in values:
+        got = problems.attempt(field, partial(check, value))
+        out.append(value if got is None else got)
+    for line in _repeats(values, out, field):
+        problems.add(field, line)
+    return out if field not in problems.failed else values
+
+
+def _keeping_name(check: Callable[[str], object]) -> Callable[[str], str]:
+    """check(name) that returns the name (the normalized form of a client or server is its name)."""
+    def run(name: str) -> str:
+        check(name)
+        return name
+    return run
+
+
+def _repeats(given: Sequence[object], same: Sequence[object], field: str) -> list[str]:
+    """'duplicate ...' for every entry of `given` whose `same` (its normalized form) came before."""
+    first: dict[object, object] = {}
+    lines: list[str] = []
+    for text, key in zip(given, same, strict=True):
+        if key in first:
+            also = f" (the same as {first[key]!r})" if first[key] != text else ""
+            lines.append(f"duplicate {text!r} in {field}{also}")
+        first.setdefault(key, text)
+    return lines
+
+
+def _capture(kinds: list[str]) -> tuple[str, ...]:
+    try:
+        return parse_kinds(",".join(kinds))
+    except UsageError as e:
+        raise UsageError(str(e).replace("--capture", "capture")) from None
+
+
+def _check_pairs(s: Scenario, problems: Problems) -> None:
+    for pair in s.pairs:
+        client, sep, server = pair.partition(">")
+        if not sep or client.strip() not in s.clients or server.strip() not in s.servers:
+            problems.add("pairs", f"invalid pairs entry {pair!r}: expected \"client>server\" with a client of "
+                                  f"{', '.join(s.clients)} and a server of {', '.join(s.servers)}")
+
+
+def _check_client_quic_cc(s: Scenario, problems: Problems) -> None:
+    for name, choice in s.client_quic_cc.items():
+        what = f"client_quic_cc.{name}"
+        if name not in s.clients:
+            near = closest(name, s.clients)
+            hint = f" (did you mean {near!r}?)" if near else ""
+            problems.add("client_quic_cc", f"{what}: not one of the scenario's clients ({', '.join(s.clients)})"
+                                           f"{hint}")
+        else:
+            problems.attempt("client_quic_cc", partial(registry().check_quic_cc, name, choice, what))
+
+
+def _check_link_and_sweep(s: Scenario, problems: Problems) -> None:
+    """Every [link] setting and swept value, each with the settings it may depend on (a key is checked with the
+    keys before it in LINK_KEYS, given or swept: spikes after rate); then, if all of them pass, every combination
+    of the swept link settings as a link the shaper can emulate."""
+    link = {k: v for k, v in s.link.items() if k not in ("down", "up")}
+    swept = {k: [str(v) for v in vs] for k, vs in s.sweep.items()}
+    fixed: dict[str, Any] = {}  # the accepted [link] settings
+    context: dict[str, Any] = {}  # ... and, for a swept key, its first accepted value: what later keys see
+    for key in LINK_KEYS:
+        if key in link and _link_ok(problems, {**context, key: link[key]}):
+            fixed[key] = context[key] = link[key]
+        for text in swept.get(key, []):
+            if text != OFF and _link_ok(problems, {**context, key: text}, prefix=f"sweep.{key}: "):
+                context.setdefault(key, text)
+    down = _accepted(_direction_table(s.link, "down", problems), DIRECTION_KEYS, partial(parse_link, context),
+                     problems)
+    up = _accepted(_direction_table(s.link, "up", problems), DIRECTION_KEYS, partial(parse_link, context, down),
+                   problems)
+    for key, texts in swept.items():
+        _check_swept(key, texts, problems)
+    if not problems.failed & {"link", "sweep", "shaper"}:
+        _check_combinations(s, fixed, down, up, problems)
+
+
+def _link_ok(problems: Problems, common: dict[str, Any], prefix: str = "") -> bool:
+    return problems.attempt("link", partial(parse_link, common), prefix) is not None
+
+
+def _direction_table(link: Mapping[str, Any], name: str, problems: Problems) -> dict[str, Any]:
+    table = link.get(name, {})
+    if isinstance(table, dict):
+        return table
+    problems.add("link", f"link.{name} must be a table of {', '.join(DIRECTION_KEYS)}")
+    return {}
+
+
+def _accepted(given: Mapping[str, Any], order: tuple[str, ...], check: Callable[[dict[str, Any]], object],
+              problems: Problems) -> dict[str, Any]:
+    """The settings of `given` that check() accepts when added one at a time in `order` (names not in it were
+    reported as unknown); each refused one is a problem of the link."""
+    ok: dict[str, Any] = {}
+    for key in order:
+        if key in given and problems.attempt("link", partial(check, {**ok, key: given[key]})) is not None:
+            ok[key] = given[key]
+    return ok
+
+
+def _check_swept(key: str, texts: list[str], problems: Problems) -> None:
+    """A [sweep] list: known key (else named by unknown_names), not empty, no value twice, dimension values valid
+    (link values are checked with the link)."""
+    if key not in SWEEP_KEYS:
+        problems.failed.add("sweep")
+        return
+    if not texts:
+        problems.add("sweep", f"sweep.{key} must be a non-empty list")
+    if key in DIMENSIONS:
+        for text in texts:
+            problems.attempt("sweep", partial(DIMENSIONS[key], text), prefix=f"sweep.{key}: ")
+    for line in _repeats(texts, [t.strip() for t in texts], f"sweep.{key}"):
+        problems.add("sweep", line)
+
+
+def _check_combinations(s: Scenario, common: dict[str, Any], down: dict[str, Any], up: dict[str, Any],
+                        problems: Problems) -> None:
+    """Every combination of the swept link settings must make a link the scenario's shaper can emulate."""
+    link_dims = [(k, [str(v) for v in vs]) for k, vs in s.sweep.items() if k not in DIMENSIONS]
+    for combo in itertools.product(*(vs for _, vs in link_dims)):
+        setting = {k: v for (k, _), v in zip(link_dims, combo, strict=True) if v != OFF}
+        problems.attempt("link", partial(_emulable, s.shaper, {**common, **setting}, down, up))
+
+
+def _emulable(backend: str, common: dict[str, Any], down: dict[str, Any], up: dict[str, Any]) -> None:
+    shaper.check(backend, parse_link(common, down, up))
+
+
+def _warn_deprecated(data: Mapping[str, Any], where: str) -> None:
+    for old, new in DEPRECATED_KEYS.items():
+        if old in data:
+            terminal.warning(f"{where}: {old} is deprecated, use {new} (the client's QUIC congestion control; "
+                             "the sender's is cc)")
 
 
 def read(path: Path) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -37,6 +37,7 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     dotenv: str = ""
     files: dict[str, str | bytes] = field(default_factory=dict)  # relative path -> content ("/" suffix: folder)
+    more: tuple[str, ...] = ()  # further problems the same line must name (a file with several)
 
 
 def case(id: str, *args: str, needle: str, env: dict[str, str] | None = None, dotenv: str = "",
@@ -44,9 +45,10 @@ def case(id: str, *args: str, needle: str, env: dict[str, str] | None = None, do
     return Case(id, args, needle, env or {}, dotenv, files or {})
 
 
-def scen(id: str, body: str, needle: str, extra: dict[str, str | bytes] | None = None) -> Case:
-    return case(f"scenario-{id}", "sweep", "--scenario", "s.toml", needle=needle,
-                files={"s.toml": body, **(extra or {})})
+def scen(id: str, body: str, needle: str, extra: dict[str, str | bytes] | None = None, more: tuple[str, ...] = ()
+         ) -> Case:
+    c = case(f"scenario-{id}", "sweep", "--scenario", "s.toml", needle=needle, files={"s.toml": body, **(extra or {})})
+    return replace(c, more=more)
 
 
 BACKWARDS = "10\n20\n15\n30\n"
@@ -180,6 +182,44 @@ CASES = [
     scen("netem-outage", SCENARIO + "shaper = 'netem'\n[sweep]\noutage = ['off', '10s:200ms']\n", "outage"),
     scen("quic-cc", SCENARIO + "client_quic_cc = {curl = 'bbr'}\n", "'bbr'"),
     scen("sender-cc", SCENARIO + "cc = 'vegas'\n", "'vegas'"),
+    # scenario files: every problem named, in one line (unknown names with the nearest valid one)
+    scen("unknown-table-no-name", "[frobnicate]\nx = 1\n", "s.toml: 2 problems: unknown table [frobnicate]",
+         more=("missing key 'name'",)),
+    scen("top-key-typo", SCENARIO + "repeat = 3\n", "unknown key 'repeat' (did you mean 'repeats'?)"),
+    scen("top-table-typo", SCENARIO + "[sweeps]\nloss = ['1%']\n", "unknown table [sweeps] (did you mean [sweep]?)"),
+    scen("link-key-typo", SCENARIO + "[link]\nlos = '1%'\n", "unknown key 'los' in [link] (did you mean 'loss'?)"),
+    scen("link-table-typo", SCENARIO + "[link.dwon]\nrate = '5mbit'\n",
+         "unknown table [link.dwon] (did you mean [link.down]?)"),
+    scen("link-down-key-typo", SCENARIO + "[link.down]\nrat = '5mbit'\n",
+         "unknown key 'rat' in [link.down] (did you mean 'rate'?)"),
+    scen("link-up-nested-table", SCENARIO + "[link.up.extra]\nrate = '5mbit'\n", "[link.up.extra]"),
+    scen("sweep-key-typo", SCENARIO + "[sweep]\nworkloads = ['bulk']\n",
+         "unknown key 'workloads' in [sweep] (did you mean 'workload'?)"),
+    scen("quic-cc-client-typo", SCENARIO + "client_quic_cc = {curll = 'bbr'}\n", "(did you mean 'curl'?)"),
+    scen("seed-type", SCENARIO + "seed = 'abc'\n", "'abc'"),
+    scen("log-y-type", SCENARIO + "log_y = 'maybe'\n", "'maybe'"),
+    scen("name-type", "name = 5\n", "'name'"),
+    scen("sweep-not-a-list", SCENARIO + "[sweep]\nloss = '1%'\n", "'sweep.loss'"),
+    scen("link-down-not-a-table", SCENARIO + "[link]\ndown = '5mbit'\n", "link.down"),
+    scen("link-array-of-tables", SCENARIO + "[[link]]\nrate = '5mbit'\n", "'link'"),
+    scen("rtt-unit", SCENARIO + "[link]\nrtt = '20 parsecs'\n", "'20 parsecs'"),
+    scen("size-unit", SCENARIO + "sizes = ['10MBs']\n", "'10MBs'"),
+    scen("sweep-delay-unit", SCENARIO + "[sweep]\ndelay = ['10ms', '5 fortnights']\n", "'5 fortnights'"),
+    scen("clients-empty", SCENARIO + "clients = []\n", "clients"),
+    scen("sizes-empty", SCENARIO + "sizes = []\n", "sizes"),
+    scen("duplicate-protocol", SCENARIO + "protocols = ['h1', 'http/1.1']\n",
+         "duplicate 'http/1.1' in protocols (the same as 'h1')"),
+    scen("duplicate-size", SCENARIO + "sizes = ['1MB', '1000kB']\n", "duplicate '1000kB' in sizes"),
+    scen("duplicate-sweep-value", SCENARIO + "[sweep]\nloss = ['1%', '1%']\n", "duplicate '1%' in sweep.loss"),
+    scen("duplicate-key", SCENARIO + "repeats = 2\nrepeats = 3\n", "line 3"),
+    scen("duplicate-table", SCENARIO + "[link]\nrate = '5mbit'\n[link]\nloss = '1%'\n", "('link',)"),
+    scen("unterminated-string", 'name = "s\n', "line 1"),
+    scen("bad-table-header", SCENARIO + "[link\nrate = '5mbit'\n", "line 2"),
+    scen("mixed-values", 'name = "bad name!"\nrepeats = 0\n[link]\nrate = "fast"\nloss = "lots"\n',
+         "4 problems", more=("'bad name!'", "'repeats' (got 0)", "'fast'", "'lots'")),
+    scen("mixed-names-and-values", SCENARIO + "colour = 'red'\nprotocols = ['h4']\n[link]\nloss = '150%'\n"
+         "[sweep]\nrtt = ['10ms', 'soon']\n", "4 problems", more=("'colour'", "'h4'", "'150%'", "'soon'")),
+    scen("both-quic-cc-names", SCENARIO + "quic_cc = {}\nclient_quic_cc = {}\n", "give client_quic_cc only"),
     case("scenario-path-markup", "sweep", "--scenario", "[red]s[/].toml", needle="'[red]s[/].toml'"),
     case("scenario-is-a-folder", "sweep", "--scenario", "sdir", needle="'sdir'", files={"sdir/": ""}),
     # report / compare
@@ -245,5 +285,5 @@ def test_bad_input_exits_2_with_one_line_naming_it(c: Case, outcomes):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, shown
     assert lines[0].startswith("error: "), shown
-    assert c.needle in lines[0], shown
+    assert all(n in lines[0] for n in (c.needle, *c.more)), shown
     assert "Docker engine not reachable" not in lines[0], shown  # refused only after trying the lab

@@ -12,7 +12,7 @@ import pytest
 from lab.errors import UsageError
 from lab.sweep import presets
 from lab.sweep.plan import link_seed, plan, points, timeout_for
-from lab.sweep.scenario import load, validate
+from lab.sweep.scenario import closest, load, unknown_names, validate
 
 
 def scen(**kw):
@@ -148,3 +148,99 @@ def test_one_shaper_per_sweep(monkeypatch):
     assert choice.backend == "linkem" and "every point" in choice.reason
     monkeypatch.setattr(router, "has_netem", lambda: False)
     assert session.resolve_shaper(plain).backend == "linkem"
+
+
+@pytest.mark.parametrize(("name", "candidates", "expected"), [
+    ("los", ["loss", "rate", "rtt"], "loss"),
+    ("LOSS", ["loss", "rate"], "loss"),  # case is ignored
+    ("repeat", ["repeats", "seed"], "repeats"),
+    ("dwon", ["down", "up"], "down"),
+    ("frobnicate", ["link", "sweep", "client_quic_cc"], None),
+    ("x", [], None),
+])
+def test_closest_finds_the_nearest_valid_name(name, candidates, expected):
+    assert closest(name, candidates) == expected
+
+
+def test_unknown_names_are_named_at_every_level_with_the_nearest_valid_one():
+    data = {"name": "t", "repeat": 3, "frobnicate": {"x": 1}, "clint_quic_cc": {"curl": "bbr"},
+            "link": {"los": "1%", "rate": "5mbit", "dwon": {}, "down": {"rat": "1mbit", "extra": {}}, "up": {}},
+            "sweep": {"los": ["1%"], "workloads": ["bulk"], "loss": ["1%"]}, "client_quic_cc": {"anything": "x"}}
+    assert unknown_names(data) == [
+        "unknown key 'repeat' (did you mean 'repeats'?)",
+        "unknown table [frobnicate]: allowed are [link], [sweep], [client_quic_cc]",
+        "unknown table [clint_quic_cc] (did you mean [client_quic_cc]?)",
+        "unknown key 'los' in [link] (did you mean 'loss'?)",
+        "unknown table [link.dwon] (did you mean [link.down]?)",
+        "unknown key 'rat' in [link.down] (did you mean 'rate'?)",
+        "unknown table [link.down.extra]: [link.down] has no tables",
+        "unknown key 'los' in [sweep] (did you mean 'loss'?)",
+        "unknown key 'workloads' in [sweep] (did you mean 'workload'?)",
+    ]  # (client_quic_cc's names are clients: checked with the clients, not here)
+
+
+def test_a_key_far_from_every_name_lists_the_allowed_ones():
+    [line] = unknown_names({"colour": "red"}, at="")
+    assert line.startswith("unknown key 'colour': allowed are name, description, protocols")
+    assert unknown_names({"name": "t", "quic_cc": {}}) == []  # the old name is still accepted
+
+
+def _problems(data: dict) -> str:
+    with pytest.raises(UsageError) as e:
+        validate(data, "f.toml")
+    message = str(e.value)
+    assert "\n" not in message
+    return message
+
+
+def test_every_problem_is_reported_together_in_one_line():
+    message = _problems({"frobnicate": {"x": 1}})
+    assert message == ("f.toml: 2 problems: unknown table [frobnicate]: allowed are [link], [sweep], "
+                       "[client_quic_cc]; missing key 'name'")
+    message = _problems({"nam": "t", "repeats": "five", "protocols": ["h1", "h4", "http/1.1"], "sizes": ["1MB", "0"],
+                         "shaper": "magic", "capture": ["pcap", "bogus"], "link": {"rate": "fast", "loss": "lots"},
+                         "sweep": {"rtt": ["10ms", "soon", "10ms"], "size": []}})
+    expected = ["unknown key 'nam' (did you mean 'name'?)", "missing key 'name'", "'repeats' (got 'five')",
+                "unknown protocol 'h4'", "duplicate 'http/1.1' in protocols (the same as 'h1')", "'0'",
+                "'bogus'", "invalid shaper 'magic'", "'fast'", "'lots'", "sweep.rtt: invalid rtt 'soon'",
+                "duplicate '10ms' in sweep.rtt", "sweep.size must be a non-empty list"]
+    assert message.startswith(f"f.toml: {len(expected)} problems: ")
+    problems = message.split(": ", 2)[2].split("; ")
+    assert len(problems) == len(expected)
+    assert all(any(needle in p for p in problems) for needle in expected), message
+
+
+def test_one_problem_keeps_the_one_problem_form():
+    assert _problems({"repeats": 2}) == "f.toml: missing key 'name'"
+    assert _problems({"name": "t", "colour": "red"}).startswith("f.toml: unknown key 'colour': allowed are")
+
+
+def test_a_refused_value_does_not_hide_the_others_of_its_table():
+    message = _problems({"name": "t", "sweep": {"loss": "1%", "rate": ["fast"]}, "client_quic_cc": {"curl": 5}})
+    assert "'sweep.loss' (got '1%')" in message and "'fast'" in message and "'client_quic_cc.curl'" in message
+
+
+def test_one_problem_is_not_repeated_for_every_sweep_point():
+    message = _problems({"name": "t", "link": {"rate": "fast"}, "sweep": {"loss": ["0%", "1%", "2%"]}})
+    assert message.count("'fast'") == 1 and "problems" not in message
+
+
+def test_link_settings_are_checked_with_the_ones_they_need_given_or_swept():
+    validate({"name": "t", "link": {"spikes": "5s:200ms:10%"}, "sweep": {"rate": ["5mbit", "10mbit"]}}, "t")
+    validate({"name": "t", "sweep": {"rate": ["5mbit"], "spikes": ["off", "5s:200ms:10%"]}}, "t")
+    assert "need a rate" in _problems({"name": "t", "link": {"spikes": "5s:200ms:10%"}})
+    assert "either rtt or delay" in _problems({"name": "t", "link": {"rtt": "20ms"}, "sweep": {"delay": ["5ms"]}})
+
+
+def test_a_mistyped_client_of_client_quic_cc_gets_the_nearest_client():
+    assert _problems({"name": "t", "client_quic_cc": {"curll": "bbr"}}).endswith("(did you mean 'curl'?)")
+
+
+def test_a_scenario_file_with_an_unknown_table_and_no_name_names_both(tmp_path: Path):
+    f = tmp_path / "s.toml"
+    f.write_text("[frobnicate]\nx = 1\n")
+    r = subprocess.run([sys.executable, "-m", "lab", "sweep", "--scenario", str(f)], capture_output=True, text=True,
+                       timeout=60)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "2 problems" in lines[0] and "unknown table [frobnicate]" in lines[0] and "missing key 'name'" in lines[0]
