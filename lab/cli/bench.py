@@ -14,8 +14,9 @@ from lab.sizes import parse_size
 def register(app: typer.Typer) -> None:
     @app.command()
     def bench(
-        what: Annotated[str, typer.Argument(help="What to benchmark: link (the emulator) or overhead (the lab's "
-                                                 "per-run cost around small transfers).")] = "link",
+        what: Annotated[str, typer.Argument(help="What to benchmark: link (the emulator), overhead (the lab's "
+                                                 "per-run cost around small transfers) or parallel (one plan "
+                                                 "over 1, 2, 3, 4 labs).")] = "link",
         seconds: Annotated[float, typer.Option(help="Duration of each measurement.")] = 5.0,
         rounds: Annotated[int, typer.Option(help="Forwarding rounds: kernel, linkem (and linkem with threaded NAPI "
                                                  "when the router has it), in rotating order; for "
@@ -28,8 +29,11 @@ def register(app: typer.Typer) -> None:
         if what == "overhead":
             _overhead(size, rounds, repeats)
             return
+        if what == "parallel":
+            _parallel()
+            return
         if what != "link":
-            raise UsageError(f"unknown benchmark {what!r}: allowed are link, overhead")
+            raise UsageError(f"unknown benchmark {what!r}: allowed are link, overhead, parallel")
         if not 1 <= seconds <= 120:
             raise UsageError(f"invalid --seconds {seconds:g}: allowed is 1..120")
         if not 1 <= rounds <= 20:
@@ -109,3 +113,21 @@ def _overhead(size: str, rounds: int, repeats: int) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(overhead.to_json(rows, start))
     terminal.success(f"written {out.relative_to(config.ROOT)}")
+
+
+def _parallel() -> None:
+    from lab.bench import parallel  # numpy (the verdicts): only when the benchmark runs
+
+    lab.require_up()
+    stamp = f"{dt.datetime.now():%Y%m%d-%H%M%S}"
+    out = config.ROOT / "results" / "bench" / f"parallel-{stamp}"
+    terminal.info(f"{parallel.PRESET} with --parallel 1, 2, 3, 4 in turn (a few minutes each) -> {out}")
+    figures = parallel.run([1, 2, 3, 4], out)
+    one = next(f for f in figures if f.labs == 1)
+    rows = [[str(f.labs), f"{f.wall_s:.0f}", f"{f.wall_s / one.wall_s:.2f}", f"{f.ok}/{f.runs}",
+             str(f.host_bound_attempts), f.points_equivalent or "-", f.vs_one or "-"] for f in figures]
+    terminal.table(f"{parallel.PRESET}: one plan over N labs, side by side",
+                   ["labs", "wall s", "x N=1", "ok", "host-bound set aside", "points equivalent to N=1",
+                    "verdicts vs N=1"], rows, right=["wall s", "x N=1"])
+    (out / "parallel.json").write_text(parallel.to_json(figures))
+    terminal.success(f"written {out.relative_to(config.ROOT)}/parallel.json")
