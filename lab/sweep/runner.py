@@ -276,13 +276,15 @@ def sender_response(rec: RunRecord, ev: capture.Evidence, server: Implementation
     ev.files.append(sender_view.figure(response, link, title, ev.folder / sender_view.FIGURE))
 
 
-def _judge_host(rec: RunRecord, load: hostload.Load | None, ctx: Context) -> None:
-    """The fidelity guard's columns and verdict for a finished run (nothing for one that did not run)."""
+def _judge_host(rec: RunRecord, load: hostload.Load | None, ctx: Context) -> str:
+    """The fidelity guard's columns and verdict for a finished run (nothing for one that did not run): why the
+    host was the bottleneck, or ""."""
     if rec.status == "unsupported" or ctx.host_guard == "off":
-        return
+        return ""
     if load is not None:
         rec.cpu_busy, rec.cpu_steal = round(load.busy, 4), round(load.steal, 4)
     rec.host_bound = hostload.verdict(load, rec.total_s or rec.wall_s, rec.link_host_drops)
+    return rec.host_bound
 
 
 def stop_everything() -> None:
@@ -372,7 +374,7 @@ def run_all(runs: list[PlannedRun], ctx: Context, log: RunLog, on_done: Callable
                 try:
                     load_before = hostload.sample()
                     rec = execute(run, ctx)
-                    _judge_host(rec, hostload.between(load_before, hostload.sample()), ctx)
+                    host_bound = _judge_host(rec, hostload.between(load_before, hostload.sample()), ctx)
                 except KeyboardInterrupt:
                     return Finish("interrupted")
                 except EnvironmentFailure as e:
@@ -384,7 +386,7 @@ def run_all(runs: list[PlannedRun], ctx: Context, log: RunLog, on_done: Callable
                     return Finish("environment", str(e))
                 if stops.count != seen:  # cut short, and the interrupt was swallowed on the way: not a result
                     return Finish("interrupted")
-                if rec.host_bound and ctx.host_guard == "repeat" and attempt < hostload.HOST_ATTEMPTS:
+                if host_bound and ctx.host_guard == "repeat" and attempt < hostload.HOST_ATTEMPTS:
                     ctx.host_bound_log(rec)  # kept aside, never a result
                     on_retry(run, f"the host was the bottleneck ({rec.host_bound})")
                     continue
