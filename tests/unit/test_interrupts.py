@@ -133,7 +133,7 @@ def test_a_lab_failure_is_retried_while_the_lab_is_healthy_and_never_recorded(mo
     finish = runner.run_all(["a", "b"], None, log, lambda rec: None,  # type: ignore[arg-type]
                             on_retry=lambda run, why: retried.append(f"{run}: {why}"))
     assert finish.outcome == "complete"
-    assert calls == ["a", "b", "b"] and retried == ["b: docker exec hiccup"]
+    assert calls == ["a", "b", "b"] and retried == ["b: the lab failed (docker exec hiccup); it is healthy again"]
     assert log.lines == ["record of a", "record of b"]
 
 
