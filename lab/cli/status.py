@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import json
+from typing import Annotated
+
 import typer
 
 from lab import config, lab, terminal
@@ -8,18 +11,30 @@ from lab.observe import services
 
 def register(app: typer.Typer) -> None:
     @app.command()
-    def status() -> None:
+    def status(
+        json_out: Annotated[bool, typer.Option("--json", help="One JSON object on stdout: containers (name, state, "
+                                                               "health, ready, optional) and services (name, url, "
+                                                               "up).")] = False,
+    ) -> None:
         """Show the lab's containers and the URLs of its UIs (Prometheus, Pushgateway, Grafana)."""
+        found = lab.states((*lab.LAB_CONTAINERS, config.GRAFANA_CONTAINER))
+        ups = [(svc, services.is_up(svc)) for svc in services.ALL]
+        if json_out:
+            terminal.raw(json.dumps({
+                "containers": [{"name": s.name, "state": s.state, "health": s.health or None, "ready": s.ready,
+                                "optional": s.name == config.GRAFANA_CONTAINER} for s in found],
+                "services": [{"name": svc.name, "url": svc.url(), "up": up} for svc, up in ups],
+            }, indent=2))
+            return
         rows: list[list[terminal.Cell]] = []
-        for s in lab.states((*lab.LAB_CONTAINERS, config.GRAFANA_CONTAINER)):
+        for s in found:
             if s.name == config.GRAFANA_CONTAINER and s.state == "missing":
                 rows.append([s.name, terminal.styled("-", "dim"), "not started (optional)", "-"])
                 continue
             mark = terminal.styled("up", "green") if s.ready else terminal.styled("down", "red")
             rows.append([s.name, mark, s.state, s.health or "-"])
         terminal.table("quiclab", ["container", "", "state", "health"], rows)
-        for svc in services.ALL:
-            up = services.is_up(svc)
+        for svc, up in ups:
             note = ""
             if svc is services.GRAFANA and not up:
                 note = f" — image {config.grafana_image()} not started here (`quiclab up` says why)"

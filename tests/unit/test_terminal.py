@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from rich.cells import cell_len
 
 from lab import lab, terminal
 from lab.cli.run import _row
@@ -43,10 +46,13 @@ def test_run_table_shows_failure_messages_whole(capsys):
     rows = [_row(_result("curl: (7) [/] failed to connect [bold]")),
             _row(_result("unsupported: curl [x] does not speak HTTP/3", unsupported=True)),
             _row(_result("", ok=True))]
-    terminal.table("run", ["asked", "used", "bytes", "hs", "ttfb", "total", "goodput", "check"], rows)
+    cols = ["asked", "used", "sender cc", "bytes", "handshake ms", "TTFB ms", "total ms", "goodput Mbit/s", "check"]
+    terminal.table("run", cols, rows, right=cols[3:8], wrap=["check"], width=80)  # as `quiclab run` prints it
     out = capsys.readouterr().out
-    assert "FAILED curl: (7) [/] failed to connect [bold]" in out
-    assert "unsupported curl [x] does not speak HTTP/3" in out and " ok " in out
+    words = " ".join(out.split())  # the check column may wrap, never cut
+    assert "FAILED curl: (7) [/] failed to connect [bold]" in words
+    assert "unsupported curl [x] does not speak HTTP/3" in words and "ok" in out.split()
+    assert max(cell_len(ln) for ln in out.splitlines()) <= 80
 
 
 def test_waiting_off_a_terminal_reports_every_few_seconds(capsys):
@@ -82,3 +88,100 @@ def test_wait_ready_gives_up_naming_the_laggards(capsys):
     with pytest.raises(EnvironmentProblem, match=r"in 3 s \(quiclab-server is unhealthy\)"):
         lab.wait_ready(timeout_s=3, poll=lambda: ["quiclab-server is unhealthy"], clock=lambda: clock[0],
                        sleep=sleep, interval_s=1)
+
+
+# Tables at 80 columns (a terminal that size, or a pipe): names whole, free text wrapped, nothing ellipsized.
+
+LONG_NAMES = ["connectify-loss-with-a-long-name", "survey-grid-and-then-some", "x"]
+LONG_TEXT = ("Default job's link at 0 and 5 % loss with sender cc reno/cubic/bbr/native: TCP curl->nginx, "
+             "QUIC gtlsclient->ngtcp2 and curl->nginx; 2 MB, and a great deal more to say about it " * 2).strip()
+
+
+def _lines(capsys) -> list[str]:
+    return capsys.readouterr().out.splitlines()
+
+
+def _starts_a_row(name: str, lines: list[str]) -> bool:
+    return any(re.match(rf"(│ )?{re.escape(name)}(\s|$)", ln) for ln in lines)
+
+
+def test_names_stay_whole_and_descriptions_wrap_at_80_columns(capsys):
+    rows = [[n, "alias", "12", "345", LONG_TEXT] for n in LONG_NAMES]
+    terminal.table("sweep presets", ["preset", "alias", "points", "runs", "description"], rows,
+                   right=["points", "runs"], wrap=["description"], width=80)
+    lines = _lines(capsys)
+    assert all(_starts_a_row(n, lines) for n in LONG_NAMES), lines
+    assert "…" not in "".join(lines) and max(cell_len(ln) for ln in lines) <= 80
+    assert " ".join(" ".join(lines).split()).count(" ".join(LONG_TEXT.split())) == len(rows)  # whole, wrapped
+    assert len(lines) > 3 * len(rows)  # several lines a description, not the name column's room
+
+
+def test_a_long_description_does_not_squeeze_the_name_column(capsys):
+    terminal.table(None, ["preset", "description"], [["connectify-rate", "word " * 200]], wrap=["description"],
+                   width=80)
+    lines = _lines(capsys)
+    assert lines[2].startswith("connectify-rate  word")
+    assert all(ln.startswith(" " * len("connectify-rate  ") + "word") for ln in lines[3:])
+
+
+def test_a_table_that_fits_keeps_its_box(capsys):
+    terminal.table("t", ["name", "n"], [["quick", "3"]], right=["n"], width=80)
+    out = capsys.readouterr().out
+    assert "┃ name  ┃ n ┃" in out and "│ quick │ 3 │" in out
+
+
+def test_too_many_columns_become_several_tables_each_row_labelled(capsys):
+    cols = ["parameter", "method", *(f"measure {k} median [IQR]" for k in range(8))]
+    methods = ["HTTP/1.1 curl→nginx", "HTTP/3 gtlsclient→ngtcp2"]
+    rows = [[f"loss={p}% rtt=40ms", m, *(f"{k}.{p}9 [{k}.00-{k}.{p}99]" for k in range(8))]
+            for p in range(3) for m in methods]
+    terminal.table("summary", cols, rows, right=cols[2:], width=80)
+    lines = _lines(capsys)
+    assert max(cell_len(ln) for ln in lines) <= 80 and "…" not in "".join(lines)
+    text = "\n".join(lines)
+    for r in rows:
+        labelled = [ln for ln in lines if ln.startswith(f"{r[0]}  {r[1]}")]
+        assert len(labelled) >= 2  # the row appears in each of the tables, named by its point and method
+        assert all(cell in text for cell in r[2:])
+    assert lines[0] == "summary" and text.count("summary") == 1
+
+
+def test_a_name_wider_than_the_page_is_printed_whole(capsys):
+    name = "n" * 120
+    terminal.table(None, ["name", "value"], [[name, "1"]], right=["value"], width=80)
+    assert name in capsys.readouterr().out
+
+
+def test_free_text_with_brackets_prints_literally_when_wrapped(capsys):
+    terminal.table(f"t {NASTY}", ["name [x]", "note"], [["[bold]n", f"{NASTY} " * 6]], wrap=["note"], width=60)
+    out = capsys.readouterr().out
+    assert f"t {NASTY}" in out and "name [x]" in out and "[bold]n" in out
+    assert " ".join(out.split()).count(NASTY) == 7  # the title's and the note's six
+
+
+def test_no_line_ends_in_blanks(capsys):
+    terminal.table("t", ["name", "note"], [["a", "short"], ["b", "a note " * 30]], wrap=["note"], width=80)
+    assert all(ln == ln.rstrip() for ln in _lines(capsys))
+
+
+def test_the_page_is_columns_else_80_off_a_terminal(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "123")
+    assert terminal.page_width() == 123
+    monkeypatch.delenv("COLUMNS")
+    assert not terminal.out.is_terminal and terminal.page_width() == 80
+
+
+def test_the_sweep_summary_at_80_columns_keeps_points_and_methods_whole(capsys, tmp_path):
+    from lab.results.report import load_sweep
+    from lab.results.stats import summarize
+    from lab.results.summary import stats_table
+    from tests.unit.test_report import make_sweep
+
+    records, _ = load_sweep(make_sweep(tmp_path / "s", x_name="point"))
+    cols, rows = stats_table(summarize(records))
+    terminal.table("s: transfer time and goodput (median [IQR])", cols, rows, right=cols[2:], width=80)
+    lines = _lines(capsys)
+    assert max(cell_len(ln) for ln in lines) <= 80 and "…" not in "".join(lines)
+    for r in rows:
+        starts = re.compile(rf"{re.escape(r[0])} +{re.escape(r[1])}  ")
+        assert sum(bool(starts.match(ln)) for ln in lines) >= 2, r[:2]  # in each of the tables it became
