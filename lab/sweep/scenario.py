@@ -110,6 +110,23 @@ class Scenario(BaseModel):
     def _one_string(cls, v: Any) -> str:
         return adverse.joined(v)
 
+    @field_validator("clients", "servers", mode="before")
+    @classmethod
+    def _registry_names(cls, v: Any) -> Any:
+        """Older names of an implementation (registry aliases, e.g. nginx-1.30) become its name: runs record one."""
+        return [registry().canonical(x) if isinstance(x, str) else x for x in v] if isinstance(v, list) else v
+
+    @field_validator("pairs", mode="before")
+    @classmethod
+    def _registry_pairs(cls, v: Any) -> Any:
+        if not isinstance(v, list):
+            return v
+        out = []
+        for p in v:
+            client, sep, server = p.partition(">") if isinstance(p, str) else ("", "", "")
+            out.append(f"{registry().canonical(client.strip())}>{registry().canonical(server.strip())}" if sep else p)
+        return out
+
     @field_validator("protocols", "clients", "servers", "sizes")
     @classmethod
     def _not_empty(cls, v: list[str]) -> list[str]:

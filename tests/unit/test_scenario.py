@@ -244,3 +244,11 @@ def test_a_scenario_file_with_an_unknown_table_and_no_name_names_both(tmp_path: 
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert "2 problems" in lines[0] and "unknown table [frobnicate]" in lines[0] and "missing key 'name'" in lines[0]
+
+
+def test_older_implementation_names_become_the_registrys_names():
+    """Issue 27: nginx-1.30 and curl-8.23 are aliases of nginx-sid and curl-sid; a scenario's runs record the names."""
+    s = validate({"name": "a", "clients": ["curl-8.23"], "servers": ["nginx", "nginx-1.30"],
+                  "pairs": ["curl-8.23>nginx-1.30", "curl-8.23 > nginx"]}, "test")
+    assert s.clients == ["curl-sid"] and s.servers == ["nginx", "nginx-sid"]
+    assert s.pairs == ["curl-sid>nginx-sid", "curl-sid>nginx"]
