@@ -27,9 +27,13 @@ run *args:
 shape *args:
     uv run quiclab shape "$@"
 
-# run a sweep preset (loss, rtt, rate, delay, jitter, size, spikes, quick, ...), e.g. `just sweep loss --repeats 3`
+# run a sweep preset (loss, rtt, rate, ...), e.g. `just sweep loss --repeats 3`, `just sweep loss --parallel 3`
 sweep name *args:
     uv run quiclab sweep "$@"
+
+# run a finished sweep again from its manifest and judge whether the two agree: `just reproduce results/<folder>`
+reproduce folder *args:
+    uv run quiclab reproduce "$@"
 
 # list the sweep presets
 presets:

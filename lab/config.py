@@ -244,8 +244,14 @@ def linkem_spin_us() -> int:
     return _typed(ENV_LINKEM_SPIN_US, 200, _spin_us, "a whole number of microseconds, 0..10000")
 
 
-def linkem_napi() -> bool:
-    return _typed(ENV_LINKEM_NAPI, False, _switch, "on or off (also 1/0, yes/no, true/false)")
+def _switch_or_auto(text: str) -> bool | None:
+    return None if text.lower() == "auto" else _switch(text)
+
+
+def linkem_napi() -> bool | None:
+    """QUICLAB_LINKEM_NAPI: True (on), False (off) or None (auto, the default: on where quiclab runs as root and can
+    make the host step, lab/link/napi.py `wanted`)."""
+    return _typed(ENV_LINKEM_NAPI, None, _switch_or_auto, "on, off or auto (also 1/0, yes/no, true/false)")
 
 
 def prometheus_url() -> str:

@@ -51,13 +51,13 @@ class State:
     def line(self) -> str:
         """One line for `quiclab shape --show`, `quiclab up` and the bench."""
         if self.mode == THREADED:
-            return (f"forwarding: threaded NAPI on {', '.join(TUNS)} ({config.ENV_LINKEM_NAPI}=on: the kernel "
+            return (f"forwarding: threaded NAPI on {', '.join(TUNS)} ({setting_said()}: the kernel "
                     f"forwards what linkem writes in the devices' own threads)")
         if any(self.threaded):
             which = ", ".join(f"{t} {'threaded' if on else 'not threaded'}"
                               for t, on in zip(TUNS, self.threaded, strict=True))
             return f"forwarding: in linkem's writes, partly threaded ({which}): `quiclab up` puts the setting right"
-        return f"forwarding: in linkem's writes ({config.ENV_LINKEM_NAPI}=off; docs/link.md \"Forwarding\")"
+        return f"forwarding: in linkem's writes ({setting_said()}; docs/link.md \"Forwarding\")"
 
 
 def parse_state(text: str) -> State:
@@ -83,6 +83,22 @@ def mode() -> str:
     return state().mode
 
 
+def wanted() -> bool:
+    """Whether the router's TUN NAPI should be threaded: QUICLAB_LINKEM_NAPI on/off, or auto (the default): on
+    where this process can make the host step (root, util-linux), off otherwise."""
+    setting = config.linkem_napi()
+    return host_step_problem() is None if setting is None else setting
+
+
+def setting_said() -> str:
+    """The setting as `up` and the manifests say it: "QUICLAB_LINKEM_NAPI=on", "...=auto: root here", ..."""
+    setting = config.linkem_napi()
+    if setting is not None:
+        return f"{config.ENV_LINKEM_NAPI}={'on' if setting else 'off'}"
+    problem = host_step_problem()
+    return f"{config.ENV_LINKEM_NAPI}=auto: " + ("root here" if problem is None else f"off, {problem}")
+
+
 def host_step_problem() -> str | None:
     """Why this process cannot run the host step, or None."""
     if os.geteuid() != 0:
@@ -105,7 +121,7 @@ def host_script(on: bool) -> str:
 def check_setting() -> None:
     """Before `quiclab up` starts anything: QUICLAB_LINKEM_NAPI=on needs the host step, so this process must be
     able to run it."""
-    problem = host_step_problem() if config.linkem_napi() else None
+    problem = host_step_problem() if config.linkem_napi() is True else None
     if problem:
         raise UsageError(f"{config.ENV_LINKEM_NAPI}=on: making the router's TUN NAPI threaded is a host step and "
                          f"{problem}; run quiclab as root, or set {config.ENV_LINKEM_NAPI}=off")
@@ -146,15 +162,15 @@ def set_threaded(on: bool) -> State:
 def apply_setting() -> State:
     """Put QUICLAB_LINKEM_NAPI in force on the running router and read it back: threaded when on, not when off
     (a router restart, or a benchmark stopped mid-way, may have left it otherwise)."""
-    wanted = config.linkem_napi()
+    want = wanted()
     now = state()
-    if all(t == wanted for t in now.threaded):
+    if all(t == want for t in now.threaded):
         return now
-    if wanted and not now.attached:
+    if want and not now.attached:
         raise EnvironmentProblem(f"{config.ENV_LINKEM_NAPI}=on but the router's linkem attached without NAPI (an "
                                  f"older router image): `quiclab build` and `quiclab up`")
     problem = host_step_problem()
     if problem:
-        raise UsageError(f"{config.ENV_LINKEM_NAPI}={'on' if wanted else 'off'} but {now.line()}; putting it "
-                         f"right is a host step and {problem}: run `quiclab up` as root")
-    return set_threaded(wanted)
+        raise UsageError(f"{setting_said()} but {now.line()}; putting it right is a host step and {problem}: run "
+                         f"`quiclab up` as root")
+    return set_threaded(want)

@@ -11,7 +11,8 @@ from lab.errors import EnvironmentProblem, UsageError
 from lab.link import napi
 
 
-def test_read_back_modes():
+def test_read_back_modes(monkeypatch):
+    monkeypatch.setenv(config.ENV_LINKEM_NAPI, "off")
     assert napi.parse_state("0x1011\n0x1011\n1\n1\n").mode == napi.THREADED
     s = napi.parse_state("0x1011 0x1011 0 0")
     assert s.attached and s.mode == napi.IN_WRITE and "QUICLAB_LINKEM_NAPI=off" in s.line()
@@ -83,3 +84,19 @@ def test_a_change_needs_root(monkeypatch):
     monkeypatch.setenv(config.ENV_LINKEM_NAPI, "on")
     with pytest.raises(UsageError, match="run `quiclab up` as root"):
         napi.apply_setting()
+
+
+def test_auto_is_threaded_where_the_host_step_can_be_made(monkeypatch):
+    """Issue 24 point 5: the faster forwarding by default where quiclab runs as root (as the set-up does)."""
+    monkeypatch.delenv(config.ENV_LINKEM_NAPI, raising=False)
+    monkeypatch.setattr(config, "_lookup", lambda name: None)  # no .env value either: the default
+    monkeypatch.setattr(napi, "host_step_problem", lambda: None)
+    assert config.linkem_napi() is None and napi.wanted() is True
+    assert napi.setting_said() == "QUICLAB_LINKEM_NAPI=auto: root here"
+    monkeypatch.setattr(napi, "host_step_problem", lambda: "it needs root on the host (nsenter ...)")
+    assert napi.wanted() is False
+    assert napi.setting_said() == "QUICLAB_LINKEM_NAPI=auto: off, it needs root on the host (nsenter ...)"
+    napi.check_setting()  # auto never refuses: it falls back to in-write
+    for value, want in (("on", True), ("off", False), ("auto", False), ("1", True), ("no", False)):
+        monkeypatch.setattr(config, "_lookup", lambda name, v=value: (v, "environment"))
+        assert napi.wanted() is want, value
