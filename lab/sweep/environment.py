@@ -9,6 +9,7 @@ import re
 import socket
 import statistics
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,26 +39,24 @@ def versions() -> dict[str, str]:
     out = {"quiclab": __version__}
     reg = registry()
     skip = optional.unavailable_containers()
-    containers: dict[str, None] = {}
+    asks: dict[str, tuple[str, str]] = {}  # key -> (container, command); asked side by side (each a docker exec)
     for name, impl in reg.implementations.items():
         if impl.container in skip:
-            part = optional.part_of(impl.container) or ""
-            out[name] = f"unavailable: {optional.unavailable(part)}"
+            out[name] = f"unavailable: {optional.unavailable(optional.part_of(impl.container) or '')}"
             continue
-        containers[impl.container] = None
-        lines = _exec(impl.container, impl.version).splitlines()
-        out[name] = lines[0] if lines else "unknown"
-    for container in containers:
-        found = _exec(container, "openssl", "version")
-        if found.startswith("OpenSSL"):
-            out[f"openssl ({config.INSTANCE.service(container)})"] = found
-    out.update({
-        "linkem": _exec(config.ROUTER_CONTAINER, "linkem", "--version"),
-        "iproute2": _exec(config.ROUTER_CONTAINER, "tc", "-V"),
-        "kernel": platform.release(),
-        "docker": docker.client().version().server.version or "unknown",
-        "python": platform.python_version(),
-    })
+        asks[name] = (impl.container, impl.version)
+        asks[f"openssl ({config.INSTANCE.service(impl.container)})"] = (impl.container, "openssl version")
+    asks["linkem"] = (config.ROUTER_CONTAINER, "linkem --version")
+    asks["iproute2"] = (config.ROUTER_CONTAINER, "tc -V")
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = dict(zip(asks, pool.map(lambda ask: _exec(*ask), asks.values()), strict=True))
+    for key, text in answers.items():
+        first = text.splitlines()[0] if text.strip() else "unknown"
+        if key.startswith("openssl (") and not first.startswith("OpenSSL"):
+            continue  # no OpenSSL in that container
+        out[key] = first
+    out.update({"kernel": platform.release(), "docker": docker.client().version().server.version or "unknown",
+                "python": platform.python_version()})
     return out
 
 

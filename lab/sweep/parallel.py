@@ -203,6 +203,8 @@ class _Lab:
     error: str = ""
     runs: int = 0
     joined_s: float | None = None  # when it took its first group (s after the sweep's start)
+    down: bool = False  # taken down (an extra lab, as soon as it had no more work)
+    down_problem: str = ""
 
 
 @dataclass
@@ -257,7 +259,17 @@ def _bring_up(lab_: _Lab, shared: _Shared) -> bool:
 
 
 def _drive(lab_: _Lab, folder: Path, shared: _Shared, t0: float, bring_up: bool) -> None:
-    """One lab's thread: bring it up if needed, start its worker, feed it groups until the queue is empty."""
+    """One lab's thread: bring it up if needed, start its worker, feed it groups until the queue is empty; an
+    extra lab is taken down as soon as it has no more work (while the others finish theirs)."""
+    try:
+        _work(lab_, folder, shared, t0, bring_up)
+    finally:
+        if bring_up and not shared.stopping.is_set():
+            problems = _take_down([lab_])
+            lab_.down, lab_.down_problem = True, "; ".join(problems)
+
+
+def _work(lab_: _Lab, folder: Path, shared: _Shared, t0: float, bring_up: bool) -> None:
     if bring_up and (shared.stopping.is_set() or not _bring_up(lab_, shared)):
         return
     if shared.stopping.is_set() or shared.drained:
@@ -457,7 +469,8 @@ def _run(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Planned
             with runner.held_signals():
                 log.close()
                 aside.close()
-                down_problems = _take_down(labs[1:])
+                down_problems = _take_down([lab_ for lab_ in labs[1:] if not lab_.down])
+                down_problems += [lab_.down_problem for lab_ in labs if lab_.down_problem]
     left = [k for g in queue for k in g]
     errors = [f"lab {lab_.number}: {lab_.error}" for lab_ in labs if lab_.error]
     own = labs[0].facts or next((lab_.facts for lab_ in labs if lab_.facts), None) or {}
