@@ -71,15 +71,22 @@ def states(names: tuple[str, ...] = LAB_CONTAINERS) -> list[ContainerState]:
     return result
 
 
-def wanted(names: tuple[str, ...]) -> tuple[str, ...]:
-    """`names` without the containers of optional parts that are unavailable (lab/optional.py)."""
-    skip = optional.unavailable_containers()
+def _skipped_parts(parts: tuple[str, ...] | None) -> list[optional.Part]:
+    """The optional parts not wanted: unavailable ones, and those outside `parts` (None: every available one)."""
+    return [p for name, p in optional.parts().items()
+            if optional.unavailable(name) or (parts is not None and name not in parts)]
+
+
+def wanted(names: tuple[str, ...], parts: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """`names` without the containers of optional parts (lab/optional.py) that are unavailable or not asked for."""
+    skip = {c for p in _skipped_parts(parts) for c in p.containers}
     return tuple(n for n in names if n not in skip)
 
 
-def require_up() -> None:
+def require_up(parts: tuple[str, ...] | None = None) -> None:
+    """The lab is up: every required container and those of the optional `parts` (None: every available part)."""
     engine()  # every setting checked before anything asks Docker
-    bad = [s for s in states(wanted(REQUIRED_FOR_RUNS)) if not s.ready]
+    bad = [s for s in states(wanted(REQUIRED_FOR_RUNS, parts)) if not s.ready]
     if bad:
         which = ", ".join(f"{s.name} is {s.state if s.state != 'running' else s.health}" for s in bad)
         raise EnvironmentProblem(f"the lab is not up ({which}): run `quiclab up` (or `bash scripts/setup.sh`)")
@@ -159,17 +166,19 @@ def build_optional(part: optional.Part) -> bool:
     return False
 
 
-def up(*, build_images: bool = False) -> None:
+def up(*, build_images: bool = False, only: tuple[str, ...] | None = None) -> None:
+    """Bring the lab up: every available optional part, or only those in `only` (a parallel sweep's extra labs
+    start just the parts its plan uses)."""
     engine()
     if build_images:
         build()
     grafana = grafana_wanted()
-    parts = optional.available_profiles()
+    parts = tuple(p for p in optional.available_profiles() if only is None or p in only)
     d = docker.client((*parts, *((config.GRAFANA_PROFILE,) if grafana else ())))
     check_ports(grafana)
     napi.check_setting()
     for part in optional.PARTS:
-        if part not in parts:
+        if part not in parts and (only is None or part in only):
             terminal.warning(f"without the optional part '{part}' ({optional.PARTS[part]}): "
                              f"{optional.unavailable(part)}")
     terminal.info("starting the lab's containers (docker compose up)")
@@ -181,7 +190,7 @@ def up(*, build_images: bool = False) -> None:
             f"the lab did not come up (exit {e.return_code}): see `docker compose logs` "
             f"or `quiclab status`") from None
     hostnet.ensure_bridge_rules()  # the `hostnet` service adds them too; this also covers an older compose file
-    wait_ready()
+    wait_ready(poll=lambda: pending(parts))
     terminal.info(napi.apply_setting().line())
     if grafana:
         with terminal.status(f"waiting for Grafana at {config.grafana_url()}"):
@@ -191,12 +200,12 @@ def up(*, build_images: bool = False) -> None:
                              f"s: see `docker logs {config.GRAFANA_CONTAINER}`; everything else works")
 
 
-def pending() -> list[str]:
+def pending(parts: tuple[str, ...] | None = None) -> list[str]:
     """What the lab still waits for ("quiclab-router is starting", "client-route has not finished"); raises if a
-    one-shot helper failed."""
+    one-shot helper failed. `parts`: the optional parts started (None: every available one)."""
     d = docker.client()
-    waits = [f"{s.name} is {s.health or s.state}" for s in states(wanted(LAB_CONTAINERS)) if not s.ready]
-    skip = {s for name, p in optional.parts().items() if optional.unavailable(name) for s in p.one_shots}
+    waits = [f"{s.name} is {s.health or s.state}" for s in states(wanted(LAB_CONTAINERS, parts)) if not s.ready]
+    skip = {s for p in _skipped_parts(parts) for s in p.one_shots}
     for service in (s for s in ONE_SHOTS if s not in skip):
         found = d.container.list(all=True, filters=[("label", PROJECT_LABEL),
                                                     ("label", f"com.docker.compose.service={service}")])

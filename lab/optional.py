@@ -17,6 +17,7 @@ lab as `quiclab up`."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -134,6 +135,23 @@ def require(implementation: str, container: str) -> None:
     if why:
         raise UsageError(f"{implementation} is unavailable: {why} (optional part '{part}': {PARTS[part]}; the rest "
                          f"of the lab works without it)")
+
+
+def parse_parts(text: str) -> tuple[str, ...]:
+    """`--parts sid,browser` or `none`; an unknown part is one line naming it (exit 2)."""
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    if names == ("none",):
+        return ()
+    bad = [n for n in names if n not in PARTS]
+    if bad or not names:
+        raise UsageError(f"invalid --parts {text!r}: allowed is a comma list of {', '.join(PARTS)}, or none")
+    return names
+
+
+def needed(containers: Iterable[str]) -> tuple[str, ...]:
+    """The optional parts these containers belong to (what a plan's implementations need started)."""
+    found = {part_of(c) for c in containers}
+    return tuple(p for p in PARTS if p in found)
 
 
 def write_profiles() -> None:

@@ -11,9 +11,13 @@ from lab.sweep import environment
 
 def register(app: typer.Typer) -> None:
     @app.command()
-    def up(build: Annotated[bool, typer.Option("--build", help="Rebuild images (cached) first.")] = False) -> None:
+    def up(build: Annotated[bool, typer.Option("--build", help="Rebuild images (cached) first.")] = False,
+           parts: Annotated[str | None, typer.Option(
+               "--parts", help="Optional parts to start: a comma list of " + ", ".join(optional.PARTS)
+                               + ", or none (default: every part built here).")] = None) -> None:
         """Bring the lab up (client, router, servers, Prometheus) and wait until every part is healthy."""
-        lab.up(build_images=build)
+        only = optional.parse_parts(parts) if parts is not None else None
+        lab.up(build_images=build, only=only)
         lab_name = f"lab {config.INSTANCE.number} ({config.PROJECT})" if config.INSTANCE.number else "lab"
         skip = optional.unavailable_containers()
         servers = ", ".join(f"{i.name} {i.address}" for i in registry().implementations.values()

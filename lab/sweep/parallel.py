@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from lab import config, docker, instance, lab, lock, terminal
+from lab import config, docker, instance, lab, lock, optional, terminal
 from lab.endpoints import require_available
+from lab.endpoints.registry import registry
 from lab.errors import QuiclabError, UsageError
 from lab.link import shaper
 from lab.link.model import Link
@@ -152,7 +153,9 @@ def worker(folder: Path) -> int:
     outcome = "complete"
     try:
         with lock.holding():
-            lab.require_up()
+            reg = registry()
+            lab.require_up(optional.needed([reg.client(c).container for c in s.clients]
+                                           + [reg.server(v).container for v in s.servers]))
             require_available(s.clients, s.servers)
             facts = session.environment_facts(s)
             ctx = runner.Context(sweep=s.name, shaper=facts["shaper"], cc=session._cc(facts),
@@ -215,6 +218,7 @@ class _Shared:
     stopping: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     in_flight: int = 0  # groups handed to a lab and not yet finished
+    parts: tuple[str, ...] = ()  # the optional parts of the lab the plan needs (extra labs start only those)
 
     def take(self) -> list[str] | None:
         with self.lock:
@@ -240,8 +244,9 @@ class _Shared:
 def _bring_up(lab_: _Lab, shared: _Shared) -> bool:
     """`quiclab up` of an extra lab; given up (killed; the tear-down removes what it made) once no work is left."""
     with (lab_.logs / f"lab{lab_.number}-up.log").open("w") as log:
-        lab_.up = subprocess.Popen(_quiclab("up"), env=_env(lab_.number), stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        lab_.up = subprocess.Popen(_quiclab("up", "--parts", ",".join(shared.parts) or "none"), env=_env(lab_.number),
+                                   stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
     deadline = time.monotonic() + UP_TIMEOUT_S
     while lab_.up.poll() is None:
         if shared.stopping.is_set() or shared.drained or time.monotonic() > deadline:
@@ -448,7 +453,9 @@ def _run(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Planned
             with write:
                 aside.append(rec)
 
-        shared = _Shared(queue, record, set_aside)
+        reg = registry()
+        shared = _Shared(queue, record, set_aside, parts=optional.needed(
+            [reg.client(c).container for c in s.clients] + [reg.server(v).container for v in s.servers]))
         threads = [threading.Thread(target=_drive, args=(lab_, folder, shared, t0, i > 0), daemon=True)
                    for i, lab_ in enumerate(labs)]
         try:

@@ -175,3 +175,13 @@ def test_no_unstable_dockerfile_pins_a_version_string():
         assert "capabilities.sh" in text, image
         code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
         assert "1\\.30" not in code and "8\\.23" not in code and "grep -q '^curl" not in code, image
+
+
+def test_the_parts_a_plan_needs_and_the_parts_option():
+    reg = registry()
+    assert optional.needed([reg.client("curl").container, reg.server("nginx").container]) == ()
+    assert optional.needed([reg.client("chromium").container, reg.server("nginx-sid").container]) == ("sid", "browser")
+    assert optional.parse_parts("sid, browser") == ("sid", "browser") and optional.parse_parts("none") == ()
+    for bad in ("foo", "", "sid,foo", ","):
+        with pytest.raises(UsageError, match=r"^invalid --parts .*: allowed is a comma list of sid, browser, or none$"):
+            optional.parse_parts(bad)
