@@ -4,6 +4,7 @@ for it while another quiclab command measures."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import signal
@@ -13,12 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from python_on_whales.exceptions import DockerException
 
 from lab import config, docker, lock
 from lab.adverse import rules
 from lab.adverse.faults import container_state
+from lab.errors import EnvironmentProblem
 from lab.evidence.pcap import read_pcap
-from lab.link import linkem, shaper
+from lab.link import linkem, router, shaper
 from lab.link.model import Link
 from lab.results.schema import RunRecord
 from lab.sweep import runner
@@ -352,28 +355,85 @@ def test_rebinding_quic_survives_with_path_validation_tcp_breaks_with_its_reason
     assert rules.leftovers() == []
 
 
-@pytest.mark.xfail(strict=False, reason="gtlsclient's own migration (--change-local-addr) stalled to the timeout "
-                   "or lost the server's PATH_RESPONSE in 2 of 4 clean-clone CI runs on 2026-11-23; not diagnosed")
+#: nginx 1.26 (Debian trixie) and gtlsclient's own migration: a known stall of the server's (docs/implementations.md,
+#: "Known stalls"; nginx/nginx#795). The test expects it to fail for this cause only.
+NGINX_DROPPED_VALIDATION = ("nginx 1.26 never sent its PATH_CHALLENGE on the client's new path (ngx_quic_frame_sendto "
+                            "drops it while the congestion window or the path's 3x anti-amplification budget is full; "
+                            "nginx/nginx#795), stayed amplification-limited there and went back to the old path when "
+                            "its validation expired 7 s later")
+
+
+def _nginx_dropped_validation(rec: RunRecord, folder: Path) -> str:
+    """Whether a failed migration run is nginx's known stall, from its server-side capture and TLS keys: the server
+    sent to the client's new port but no PATH_CHALLENGE there (every one of those packets decrypted), and sent to
+    the client's old port again >= 6 s after the change (its validation expiring after 1 + 2 + 4 s). A description
+    of the evidence, or "" when any part of that does not hold (or cannot be read)."""
+    files = {Path(p).name: folder / p for p in rec.evidence.split()}
+    pcap, keys = files.get("server-side.pcap"), files.get("keys.log")
+    if pcap is None or keys is None or not pcap.is_file() or not keys.is_file():
+        return ""
+    port = 443
+    packets = [p for p in read_pcap(pcap.read_bytes()) if p.proto == 17]
+    ups = [p for p in packets if p.src == config.CLIENT_IP and p.dport == port]
+    if not ups:
+        return ""
+    old = ups[0].sport
+    moved = next((p for p in ups if p.sport != old), None)
+    if moved is None:
+        return ""
+    new, t0 = moved.sport, moved.time
+    downs = [p for p in packets if p.sport == port and p.dst == config.CLIENT_IP]
+    to_new = [p for p in downs if p.dport == new]
+    back = [p.time - t0 for p in downs if p.dport == old and p.time - t0 >= 6.0]
+    if not to_new or not back:
+        return ""
+    where = f"/tmp/qla-migration-{time.monotonic_ns()}"
+    try:
+        router.run("mkdir", "-p", where)
+        docker.client().container.copy(pcap, (config.ROUTER_CONTAINER, f"{where}/s.pcap"))
+        docker.client().container.copy(keys, (config.ROUTER_CONTAINER, f"{where}/keys.log"))
+        out = router.run("tshark", "-n", "-r", f"{where}/s.pcap", "-o", f"tls.keylog_file:{where}/keys.log",
+                         "-Y", f"udp.srcport == {port} && udp.dstport == {new}", "-T", "fields",
+                         "-e", "quic.frame_type", "-E", "aggregator=,")
+    except (DockerException, EnvironmentProblem):  # no tshark, no router: the cause cannot be shown
+        return ""
+    finally:
+        with contextlib.suppress(EnvironmentProblem):
+            router.try_run("rm", "-rf", where)
+    lines = out.splitlines()
+    frames = [[int(t, 0) for t in line.split(",") if t] for line in lines]
+    if len(lines) != len(to_new) or not all(frames) or any(0x1A in f for f in frames):
+        return ""
+    return (f"{len(to_new)} server packets to the new port {new}, all decrypted, none with a PATH_CHALLENGE; "
+            f"back to the old port {old} {min(back):.2f} s after the change")
+
+
 def test_gtlsclient_migrating_itself_validates_the_new_path(lab_held, tmp_path):
-    """gtlsclient moves to a new local port 1 s after its handshake (`migrate@1s`): the transfer survives, the
-    capture shows the client's packets coming from a new port and the client's PATH_CHALLENGE answered."""
+    """gtlsclient moves to a new local port 1 s after its handshake (`migrate@1s`) while downloading from nginx:
+    the transfer survives, the capture shows the client's packets coming from a new port and the client's
+    PATH_CHALLENGE. A failure is an expected failure only when the run's evidence shows nginx's known stall
+    (NGINX_DROPPED_VALIDATION); any other failure fails."""
     agent = docker.exec_in(config.CLIENT_CONTAINER, ["sh", "-c", "cat /usr/local/bin/quiclab-agent 2>/dev/null; "
                                                                  "cat /usr/local/bin/quiclab-ngtcp2-fetch"])
     if "CHANGE_LOCAL_ADDR" not in agent:
         pytest.skip("the running client image predates client-side migration (CHANGE_LOCAL_ADDR in "
                     "images/client/agent.py): rebuild it (`quiclab build`, `quiclab up`)")
     runs = run_scenario(tmp_path, {"name": "migrate", "protocols": ["h3"], "clients": ["curl", "gtlsclient"],
-                                   "sizes": ["10MB"], "timeout": 30, "link": {"rtt": "20ms", "rate": "20mbit"},
-                                   "path": "migrate@1s"}, capture=("pcap", "keylog"))
+                                   "servers": ["nginx"], "sizes": ["10MB"], "timeout": 30,
+                                   "link": {"rtt": "20ms", "rate": "20mbit"}, "path": "migrate@1s"},
+                        capture=("pcap", "keylog"))
     by = {r.client: r for r in runs}
+    assert by["curl"].status == "unsupported"
     migrated = by["gtlsclient"]
     doc = json.loads(migrated.path_change)
+    if migrated.status != "ok" and (evidence := _nginx_dropped_validation(migrated, tmp_path)):
+        pytest.xfail(f"{NGINX_DROPPED_VALIDATION}: {evidence}")
     assert migrated.status == "ok" and doc["outcome"] == "survived", (migrated.failure, doc)
     assert doc["client_port_changed_s"] is not None and doc["client_port_changed_s"] >= 1.0, doc
     frames = doc["path_frames_client_side"]
-    # the client's PATH_CHALLENGE on the new path is in the decrypted capture; the server's PATH_RESPONSE is not
-    # always (tshark loses some of the server's packets on the new path, as it does for gtlsserver's): the 10 MB
-    # that kept coming to the new port after the change are the server's answer (RFC 9000 9.3: a server sends a
-    # new path no more than 3x what it received there until the path is validated)
+    # the client's PATH_CHALLENGE on the new path is in the decrypted capture; nginx's PATH_RESPONSE is not (in
+    # none of the 14 surviving runs of the 2026-11-24 hunt): ngx_quic_frame_sendto drops it while the congestion
+    # window is full, as it drops its own PATH_CHALLENGE (nginx/nginx#795). The 10 MB that kept coming to the new
+    # port are the server's answer (RFC 9000 9.3: a server sends a new path no more than 3x what it received there
+    # until the path is validated, which nginx did with its own PATH_CHALLENGE).
     assert frames["client_challenge"] >= 1, doc
-    assert by["curl"].status == "unsupported"
