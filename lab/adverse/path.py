@@ -29,6 +29,8 @@ from lab.evidence.pcap import PcapError, read_pcap
 from lab.link import router
 
 TABLE = "qla_path"
+#: Addresses on this lab's client network start so (each lab of a host has its own: lab/instance.py).
+CLIENT_NET = config.INSTANCE.subnet("client").rsplit(".", 1)[0] + "."
 PATH_CHALLENGE, PATH_RESPONSE = 0x1A, 0x1B
 
 
@@ -119,7 +121,7 @@ def path_frames(pcap: Path, keys: Path) -> dict[str, int] | None:
         parts = line.split("\t")
         if len(parts) < 2:
             continue
-        who = "client" if parts[0].startswith("10.71.1.") else "server"
+        who = "client" if parts[0].startswith(CLIENT_NET) else "server"
         for t in parts[1].split(","):
             try:
                 v = int(t, 0)

@@ -19,9 +19,10 @@ from lab.lines import LineReader
 from lab.link import router
 
 PREFIX = "qla_"
-LAB_NETS = "{ 10.71.1.0/24, 10.71.2.0/24 }"
-#: The client's address after a `readdr` path change (an unused address on the client's network).
-NEW_CLIENT_IP = "10.71.1.200"
+#: This lab's two networks (each lab of a host has its own: lab/instance.py), as an nft set.
+LAB_NETS = f"{{ {config.INSTANCE.subnet('client')}, {config.INSTANCE.subnet('server')} }}"
+#: The client's address after a `readdr` path change (an unused address on this lab's client network).
+NEW_CLIENT_IP = config.INSTANCE.address("client", 200)
 #: `rebind` XORs the client's source port with this (an involution: the reverse rule restores it exactly).
 PORT_FLIP = 0x8000
 
