@@ -83,7 +83,7 @@ def test_every_dashboard_query_has_data_after_a_quick_sweep(lab_up, tmp_path):
             break
         assert time.monotonic() < deadline, f"Prometheus has no finished sweep {SWEEP} started after the test began"
         time.sleep(1)
-    assert float(query(f'quiclab_sweep_runs_done{{sweep="{SWEEP}"}}')[0]["value"][1]) == 18
+    assert float(query(f'quiclab_sweep_runs_done{{sweep="{SWEEP}"}}')[0]["value"][1]) == 30
     empty = []
     for uid, pid, title, expr in panel_queries():
         e = substitute(expr, SWEEP)

@@ -107,13 +107,13 @@ def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str
     return code, out, err
 
 
-@pytest.mark.parametrize("value", ["0/3", "4/3", "1/0", "x/y", "2", "1/7", "-1/3", ""])
+@pytest.mark.parametrize("value", ["0/3", "4/3", "1/0", "x/y", "2", "1/11", "-1/3", ""])
 def test_bad_shard_values_exit_2_naming_the_value(capsys, value):
     code, _, err = in_process(capsys, "sweep", "quick", "--shard", value, "--dry-run")
     assert code == 2, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and f"'{value}'" in lines[0] and "Traceback" not in err, err
-    assert "i/N" in lines[0] or "at most 6 shards" in lines[0]
+    assert "i/N" in lines[0] or "at most 10 shards" in lines[0]  # quick: 2 points x 5 repeats
 
 
 def test_bad_shard_value_exits_2_from_the_command_line():
@@ -125,10 +125,10 @@ def test_bad_shard_value_exits_2_from_the_command_line():
 def test_dry_run_shards_union_is_the_unsharded_plan(capsys):
     whole = json.loads(in_process(capsys, "sweep", "quick", "--dry-run")[1])
     parts = [json.loads(in_process(capsys, "sweep", "quick", "--shard", f"{i}/3", "--dry-run")[1]) for i in (1, 2, 3)]
-    assert whole["runs"] == len(whole["run_keys"]) == 18 and whole["shard"] is None
+    assert whole["runs"] == len(whole["run_keys"]) == 30 and whole["shard"] is None
     assert {p["plan_id"] for p in parts} == {whole["plan_id"]}
     assert sorted(k for p in parts for k in p["run_keys"]) == sorted(whole["run_keys"])
-    assert [p["shard_runs"] for p in parts] == [6, 6, 6]
+    assert [p["shard_runs"] for p in parts] == [12, 9, 9]  # 10 groups dealt in turn: 4, 3, 3
 
 
 # --- merge validation on synthetic shard folders ---------------------------------------------------------------------
