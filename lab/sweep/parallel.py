@@ -473,29 +473,16 @@ def _run(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Planned
                 for t in threads:
                     t.join(timeout=120)
         finally:
-            with runner.held_signals():
+            with runner.held_signals():  # the sweep's end is written whole, whatever arrives (or fails) meanwhile
                 log.close()
                 aside.close()
                 down_problems = _take_down([lab_ for lab_ in labs[1:] if not lab_.down])
                 down_problems += [lab_.down_problem for lab_ in labs if lab_.down_problem]
-    left = [k for g in queue for k in g]
-    errors = [f"lab {lab_.number}: {lab_.error}" for lab_ in labs if lab_.error]
-    own = labs[0].facts or next((lab_.facts for lab_ in labs if lab_.facts), None) or {}
-    with runner.held_signals():
-        manifest.update({k: v for k, v in own.items()})
-        manifest["labs"] = {str(lab_.number): {"runs": lab_.runs, "joined_s": lab_.joined_s, "error": lab_.error,
-                                               "facts": lab_.facts} for lab_ in labs}
-        complete = not left and not interrupted
-        manifest.update(status="complete" if complete else "interrupted" if interrupted else "stopped",
-                        finished_at=session._now(), wall_s=round(time.monotonic() - t0, 1),
-                        completed_runs=len([r for r in store.load_runs(folder) if store.is_result(r)]))
-        if errors and not complete:
-            manifest["stopped_by"] = "; ".join(errors)
-        if down_problems:
-            manifest["teardown_problems"] = down_problems
-        store.write_json_atomic(folder / store.MANIFEST, manifest)
-        live.finish(complete)
-        build_report(folder)
+                left = [k for g in queue for k in g]
+                complete = not left and not interrupted
+                errors = _finalize(folder, manifest, labs, complete, interrupted, down_problems, t0)
+                with contextlib.suppress(Exception):
+                    live.finish(complete)
     for problem in down_problems:
         terminal.warning(problem)
     if interrupted:
@@ -505,3 +492,23 @@ def _run(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Planned
             f"{len(left)} runs not done: {'; '.join(errors) or 'no lab was left to run them'}; fix the lab "
             f"(`quiclab status`) and continue with: quiclab sweep --resume {folder}")
     return complete
+
+
+def _finalize(folder: Path, manifest: dict[str, Any], labs: list[_Lab], complete: bool, interrupted: bool,
+              down_problems: list[str], t0: float) -> list[str]:
+    """The sweep's manifest (each lab's facts and share, the end state) and its report; returns the labs' errors."""
+    errors = [f"lab {lab_.number}: {lab_.error}" for lab_ in labs if lab_.error]
+    own = labs[0].facts or next((lab_.facts for lab_ in labs if lab_.facts), None) or {}
+    manifest.update(own)
+    manifest["labs"] = {str(lab_.number): {"runs": lab_.runs, "joined_s": lab_.joined_s, "error": lab_.error,
+                                           "facts": lab_.facts} for lab_ in labs}
+    manifest.update(status="complete" if complete else "interrupted" if interrupted else "stopped",
+                    finished_at=session._now(), wall_s=round(time.monotonic() - t0, 1),
+                    completed_runs=len([r for r in store.load_runs(folder) if store.is_result(r)]))
+    if errors and not complete:
+        manifest["stopped_by"] = "; ".join(errors)
+    if down_problems:
+        manifest["teardown_problems"] = down_problems
+    store.write_json_atomic(folder / store.MANIFEST, manifest)
+    build_report(folder)
+    return errors
