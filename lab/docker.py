@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
-from python_on_whales import Container, DockerClient
+from python_on_whales import DockerClient
 from python_on_whales.exceptions import DockerException
 from python_on_whales.utils import get_docker_exception_type, post_process_stream
 
@@ -123,22 +126,21 @@ OWN_CHECK_TIMEOUT_S = 5.0
 _passed_own_check: set[tuple[str, str]] = set()
 
 
-def health(c: Container) -> str:
+def health(c: Inspected) -> str:
     """A container's health as the lab counts it: Docker's status ("" without a health check), except that a
     running container Docker still calls "starting" is "healthy" once its own health check, run here now, passes.
     The lab's health checks run every 30 s (docker-compose.yml): each is a `docker exec`, ~75 ms of CPU on a 2-core
     host, and eleven containers checked every second took a third of the machine from the measurements. So Docker
     calls a fresh container "starting" for up to 30 s, and whoever waits for it (`quiclab up`, a restarted server)
     runs the same check itself meanwhile. A pass is remembered per container start, for later commands too."""
-    status = (c.state.health.status if c.state.health else "") or ""
-    if status != "starting" or c.state.status != "running" or c.state.paused:
+    status = c.health
+    if status != "starting" or c.status != "running" or c.paused:
         return status
-    key = (c.id, str(c.state.started_at))
+    key = (c.id, c.started_at)
     marker = _pass_marker(key)
     if key in _passed_own_check or marker.exists():
         return "healthy"
-    hc = c.config.healthcheck
-    test = list(hc.test or []) if hc else []
+    test = list(c.healthcheck)
     if not test or test[0] == "NONE":
         return status
     command = ["/bin/sh", "-c", test[1]] if test[0] == "CMD-SHELL" else test[1:] if test[0] == "CMD" else test
@@ -219,3 +221,52 @@ def container_names(prefix: str) -> list[str]:
     if done.returncode != 0:
         raise EnvironmentProblem(f"`docker ps` failed: {' '.join(done.stderr.split())[:200]}")
     return [n for n in done.stdout.split() if n.startswith(prefix)]
+
+
+@dataclass(frozen=True)
+class Inspected:
+    """What the lab reads of a container, from one `docker inspect` (python-on-whales' Container objects inspect
+    again on attribute access after a moment: a process apiece)."""
+
+    id: str
+    name: str
+    image: str
+    status: str  # running, exited, ...
+    paused: bool
+    health: str  # Docker's health status: healthy, unhealthy, starting, "" (no health check)
+    started_at: str
+    healthcheck: tuple[str, ...]  # the health check's test (CMD, CMD-SHELL, NONE, ...), () without one
+
+    @classmethod
+    def of(cls, doc: dict[str, Any]) -> Inspected:
+        state = doc.get("State") or {}
+        test = ((doc.get("Config") or {}).get("Healthcheck") or {}).get("Test") or []
+        return cls(id=doc.get("Id", ""), name=str(doc.get("Name", "")).lstrip("/"), image=doc.get("Image", ""),
+                   status=state.get("Status") or "?", paused=bool(state.get("Paused")),
+                   health=(state.get("Health") or {}).get("Status") or "", started_at=state.get("StartedAt") or "",
+                   healthcheck=tuple(test))
+
+
+def _docker_text(argv: list[str]) -> str:
+    try:
+        done = subprocess.run(["docker", *argv], capture_output=True, text=True, timeout=EXEC_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise EnvironmentProblem(f"`docker {argv[0]}` did not return within {EXEC_TIMEOUT_S:g} s: is the Docker "
+                                 "engine overloaded?") from None
+    except FileNotFoundError:
+        raise EnvironmentProblem(f"the docker command is not installed: {SETUP_HINT}") from None
+    if done.returncode != 0:
+        raise get_docker_exception_type(done.stderr)(["docker", *argv], done.returncode, done.stdout, done.stderr)
+    return done.stdout
+
+
+def labelled(label: str, *, running_only: bool = False) -> list[Inspected]:
+    """The containers carrying `label` (e.g. a compose project's), all inspected in one `docker inspect`."""
+    ids = _docker_text(["ps", "-q", *([] if running_only else ["-a"]), "--filter", f"label={label}"]).split()
+    if not ids:
+        return []
+    return [Inspected.of(doc) for doc in json.loads(_docker_text(["inspect", *ids]))]
+
+
+def inspect_one(name: str) -> Inspected:
+    return Inspected.of(json.loads(_docker_text(["inspect", name]))[0])

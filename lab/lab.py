@@ -55,16 +55,16 @@ def engine() -> DockerClient:
 
 
 def states(names: tuple[str, ...] = LAB_CONTAINERS) -> list[ContainerState]:
-    d = engine()
+    engine()
     try:  # a container removed between the listing and its inspection (another `up` recreating it) is an answer
-        found = {c.name: c for c in d.container.list(all=True, filters=[("label", PROJECT_LABEL)])}
+        found = {c.name: c for c in docker.labelled(PROJECT_LABEL)}
         result = []
         for name in names:
             c = found.get(name)
             if c is None:
                 result.append(ContainerState(name, "missing", ""))
             else:
-                result.append(ContainerState(name, c.state.status or "?", docker.health(c)))
+                result.append(ContainerState(name, c.status, docker.health(c)))
     except DockerException as e:
         raise EnvironmentProblem(f"the lab's containers changed while being inspected (being recreated?): "
                                  f"{' '.join((e.stderr or str(e)).split())[:200]}") from None

@@ -48,8 +48,8 @@ class FaultFailed(EnvironmentProblem):
 
 def container_state(name: str) -> tuple[str, bool, str]:
     """(status, paused, health) of a container."""
-    c = docker.client().container.inspect(name)
-    return c.state.status or "?", bool(c.state.paused), docker.health(c)
+    c = docker.inspect_one(name)
+    return c.status, c.paused, docker.health(c)
 
 
 def wait_healthy(name: str, within_s: float = HEALTHY_WITHIN_S) -> str | None:

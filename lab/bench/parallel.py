@@ -76,3 +76,18 @@ def run(counts: list[int], out: Path) -> list[ParallelFigures]:
 
 def to_json(figures: list[ParallelFigures]) -> str:
     return json.dumps([asdict(f) for f in figures], indent=2)
+
+
+def load(path: Path) -> list[ParallelFigures]:
+    return [ParallelFigures(**doc) for doc in json.loads(path.read_text())]
+
+
+def markdown(figures: list[ParallelFigures]) -> str:
+    """The benchmark's table as docs/benchmarks.md quotes it (generated from parallel.json, never typed)."""
+    one = next(f for f in figures if f.labs == 1)
+    lines = ["| labs | wall s | x one lab | runs ok | host-bound attempts set aside | points equivalent to one lab "
+             "| verdicts vs one lab (goodput, p95 time, TTFB) |", "|---|---|---|---|---|---|---|"]
+    for f in figures:
+        lines.append(f"| {f.labs} | {f.wall_s:.0f} | {f.wall_s / one.wall_s:.2f} | {f.ok}/{f.runs} | "
+                     f"{f.host_bound_attempts} | {f.points_equivalent or '-'} | {f.vs_one or '-'} |")
+    return "\n".join(lines) + "\n"

@@ -24,10 +24,10 @@ from lab.errors import QuiclabError
 def lab_fingerprint() -> str | None:
     """The running lab's identity: each container's name, image and start time (None if Docker cannot say)."""
     try:
-        containers = docker.client().container.list(filters=[("label", lab.PROJECT_LABEL)])
+        containers = docker.labelled(lab.PROJECT_LABEL, running_only=True)
     except (DockerException, QuiclabError):
         return None
-    ident = sorted(f"{c.name} {c.image} {c.state.started_at}" for c in containers)
+    ident = sorted(f"{c.name} {c.image} {c.started_at}" for c in containers)
     return hashlib.sha256("\n".join(ident).encode()).hexdigest()
 
 
