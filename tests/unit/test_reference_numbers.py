@@ -1,0 +1,25 @@
+"""A number in the docs comes from a committed folder: the blocks docs/benchmarks.md marks as generated must equal
+what their reference folder renders to now (results/reference/)."""
+
+from __future__ import annotations
+
+import re
+
+from lab import config
+from lab.bench import parallel
+
+DOC = config.ROOT / "docs" / "benchmarks.md"
+BLOCK = re.compile(r"<!-- generated from (\S+) -->\n(.*?)<!-- end generated -->", re.S)
+
+
+def test_the_parallel_labs_table_is_generated_from_its_committed_folder():
+    blocks = {src: text for src, text in BLOCK.findall(DOC.read_text())}
+    src = "results/reference/parallel-labs-20261124/parallel.json"
+    assert src in blocks, "docs/benchmarks.md lost its generated parallel-labs table"
+    assert blocks[src] == parallel.markdown(parallel.load(config.ROOT / src))
+
+
+def test_every_folder_the_parallel_figures_name_is_committed():
+    for f in parallel.load(config.ROOT / "results/reference/parallel-labs-20261124/parallel.json"):
+        folder = config.ROOT / f.folder
+        assert (folder / "runs.csv").is_file() and (folder / "manifest.json").is_file(), f.folder
