@@ -98,8 +98,9 @@ def register(app: typer.Typer) -> None:
                                "taken down automatically): one ordinary sweep folder, each run tagged with its "
                                "lab.")] = None,
         host_guard: Annotated[str | None, typer.Option(
-            "--host-guard", help="A run during which the host, not the link, was the bottleneck: repeat (default: "
-                                 "run it again, up to 3 times), flag (keep it, flagged) or off.")] = None,
+            "--host-guard", help="A run during which the host, not the link, was the bottleneck: repeat (run it "
+                                 "again, up to 3 times; the default with --parallel), flag (keep it, flagged; the "
+                                 "default on one lab, where the run's own load is the host's) or off.")] = None,
     ) -> None:
         """Run a sweep (a preset or --scenario FILE), or --resume one; writes results/<timestamp>-<name>/."""
         for flag, value, top in (("--repeats", repeats, scenario.MAX_REPEATS), ("--seed", seed, scenario.MAX_SEED)):
@@ -157,7 +158,7 @@ def register(app: typer.Typer) -> None:
             if previous is None and labs != 1:
                 folder, complete = parallel_labs.start(s, name, out, labs, host_guard or "repeat")
             elif previous is None:
-                folder, complete = session.start(s, name, out, part, host_guard or "repeat")
+                folder, complete = session.start(s, name, out, part, host_guard or "flag")
             elif store.read_manifest(previous).get("status") == "complete":
                 terminal.info(f"--reuse: {previous.name} already holds this sweep, complete; showing it")
                 folder, complete = previous, True

@@ -7,8 +7,10 @@ share them. A run is *host-bound* when
 - the host's CPUs were saturated or stolen for the run as a whole: busy >= BUSY_MAX of all cores, or steal >=
   STEAL_MAX (from /proc/stat, host-wide, judged only for runs of at least MIN_RUN_S: the kernel counts in 10 ms
   ticks, too coarse for shorter runs).
-A host-bound run is flagged in runs.csv (`host_bound`: why) and by default run again (HOST_ATTEMPTS in all); the
-flagged attempts are kept in host-bound.csv, never counted as results."""
+A host-bound run is flagged in runs.csv (`host_bound`: why); with `--host-guard repeat` (the default of a
+`--parallel` sweep, where other labs share the host) it is run again (HOST_ATTEMPTS in all) and the flagged attempts
+are kept in host-bound.csv, never counted as results. On one lab the default is `flag`: there the load is mostly the
+run's own (a 100 Mbit/s QUIC transfer keeps a core busy), and running it again would meet the same host."""
 
 from __future__ import annotations
 

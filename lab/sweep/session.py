@@ -76,7 +76,7 @@ def execute(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Plan
     stops the sweep too (EnvironmentFailure, raised after the manifest and the report are written)."""
     ctx = Context(sweep=s.name, shaper=manifest.get("shaper") or s.shaper, cc=_cc(manifest),
                   timeout_for=lambda r: timeout_for(s, r.point), quic_cc=dict(s.client_quic_cc),
-                  capture=tuple(s.capture), folder=folder, host_guard=manifest.get("host_guard", "repeat"))
+                  capture=tuple(s.capture), folder=folder, host_guard=manifest.get("host_guard", "flag"))
     finish = runner.Finish("interrupted")
     live = Publisher.for_sweep(s.name, total, manifest.get("x_name", "point"), manifest.get("shaper", ""))
     try:
@@ -151,7 +151,7 @@ def resolve_shaper(s: Scenario) -> shaper.Choice:
 
 
 def start(s: Scenario, preset: str | None, results_dir: Path,
-          part: shard.ShardSpec | None = None, host_guard: str = "repeat") -> tuple[Path, bool]:
+          part: shard.ShardSpec | None = None, host_guard: str = "flag") -> tuple[Path, bool]:
     with lock.holding():
         return _start(s, preset, results_dir, part, host_guard)
 
@@ -177,7 +177,7 @@ def _mark_interrupted(folder: Path) -> None:
 
 
 def _start(s: Scenario, preset: str | None, results_dir: Path, part: shard.ShardSpec | None,
-           host_guard: str = "repeat") -> tuple[Path, bool]:
+           host_guard: str = "flag") -> tuple[Path, bool]:
     lab.require_up()
     require_available(s.clients, s.servers)
     every = plan(s)
