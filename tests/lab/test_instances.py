@@ -144,7 +144,8 @@ def test_compose_derives_what_quiclab_derives(engine):
     subnets, bridges and ports quiclab derives (lab/instance.py)."""
     for n in (instance.DEFAULT, Instance(1), Instance(9)):
         env = {**env_for(Instance(1)), config.ENV_INSTANCE: n.tag}  # no port overrides
-        r = subprocess.run(["docker", "compose", "--profile", "grafana", "config", "--format", "json"],
+        every = [a for p in ("grafana", *optional.PARTS) for a in ("--profile", p)]  # optional services too
+        r = subprocess.run(["docker", "compose", *every, "config", "--format", "json"],
                            cwd=config.ROOT, env=env, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         doc = json.loads(r.stdout)
