@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import socket
 import time
@@ -140,8 +141,8 @@ def build() -> None:
     whose failure is one line and a lab without it."""
     d = engine()
     terminal.info("building the lab's images (docker compose build; cached layers are reused)")
-    try:
-        d.compose.build(quiet=False)
+    try:  # the required services by name: COMPOSE_PROFILES in .env must not pull an optional part in here
+        d.compose.build(list(optional.required_built()), quiet=False)
     except DockerException as e:
         raise EnvironmentProblem(f"building the images failed (exit {e.return_code}): see the output above") from None
     for part in optional.parts().values():
@@ -182,6 +183,8 @@ def up(*, build_images: bool = False, only: tuple[str, ...] | None = None) -> No
             terminal.warning(f"without the optional part '{part}' ({optional.PARTS[part]}): "
                              f"{optional.unavailable(part)}")
     terminal.info("starting the lab's containers (docker compose up)")
+    # the profiles in force are exactly these (an empty --profile list would let .env's COMPOSE_PROFILES decide)
+    os.environ[optional.ENV_PROFILES] = ",".join((*parts, *((config.GRAFANA_PROFILE,) if grafana else ())))
     try:
         # Not `--wait`: compose counts the one-shot route helpers' normal exit as a failure.
         d.compose.up(detach=True, quiet=False)

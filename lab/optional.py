@@ -74,6 +74,12 @@ def parts(compose_file: Path = config.COMPOSE_FILE) -> dict[str, Part]:
     return out
 
 
+@cache
+def required_built(compose_file: Path = config.COMPOSE_FILE) -> tuple[str, ...]:
+    """The services outside every profile that have a `build:` section: the lab's required images."""
+    return tuple(s for s, v in _compose(compose_file).items() if "build" in v and not v.get("profiles"))
+
+
 def _reason_file(part: str) -> Path:
     return config.cache_dir() / "optional" / f"{part}-{config.setting(config.ENV_TAG, 'dev')}.txt"
 
