@@ -99,23 +99,32 @@ def new_path_seen_s(pcap: Path, change: PathChange, server_ip: str, server_port:
     return None
 
 
-def path_frames(pcap: Path, keys: Path) -> dict[str, int] | None:
-    """PATH_CHALLENGE / PATH_RESPONSE frames in a decrypted capture, by sender: {"client_challenge": n, ...}; None
-    when tshark could not read it."""
-    tag = uuid.uuid4().hex[:10]
-    where = f"/tmp/qla-path-{tag}"
+def decrypted_fields(pcap: Path, keys: Path, display_filter: str, *fields: str) -> str | None:
+    """tshark (in the router) over a capture decrypted with its TLS key log: the `fields` of every packet matching
+    `display_filter`, tab-separated, one line each (several values of a field joined by commas); None when tshark
+    could not read it (no router, no tshark)."""
+    where = f"/tmp/qla-path-{uuid.uuid4().hex[:10]}"
     try:
         router.run("mkdir", "-p", where)
         docker.client().container.copy(pcap, (config.ROUTER_CONTAINER, f"{where}/c.pcap"))
         docker.client().container.copy(keys, (config.ROUTER_CONTAINER, f"{where}/keys.log"))
-        out = router.run("tshark", "-n", "-r", f"{where}/c.pcap", "-o", f"tls.keylog_file:{where}/keys.log",
-                         "-Y", "quic.frame_type == 0x1a || quic.frame_type == 0x1b", "-T", "fields",
-                         "-e", "ip.src", "-e", "quic.frame_type", "-E", "aggregator=,")
+        return router.run("tshark", "-n", "-r", f"{where}/c.pcap", "-o", f"tls.keylog_file:{where}/keys.log",
+                          "-Y", display_filter, "-T", "fields", *(a for f in fields for a in ("-e", f)),
+                          "-E", "aggregator=,")
     except (DockerException, EnvironmentProblem):
         return None
     finally:
         with contextlib.suppress(EnvironmentProblem):
             router.try_run("rm", "-rf", where)
+
+
+def path_frames(pcap: Path, keys: Path) -> dict[str, int] | None:
+    """PATH_CHALLENGE / PATH_RESPONSE frames in a decrypted capture, by sender: {"client_challenge": n, ...}; None
+    when tshark could not read it."""
+    out = decrypted_fields(pcap, keys, "quic.frame_type == 0x1a || quic.frame_type == 0x1b", "ip.src",
+                           "quic.frame_type")
+    if out is None:
+        return None
     counts = {"client_challenge": 0, "client_response": 0, "server_challenge": 0, "server_response": 0}
     for line in out.splitlines():
         parts = line.split("\t")

@@ -4,7 +4,6 @@ for it while another quiclab command measures."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import signal
@@ -14,14 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from python_on_whales.exceptions import DockerException
 
 from lab import config, docker, lock
-from lab.adverse import rules
+from lab.adverse import path, rules
 from lab.adverse.faults import container_state
-from lab.errors import EnvironmentProblem
 from lab.evidence.pcap import read_pcap
-from lab.link import linkem, router, shaper
+from lab.link import linkem, shaper
 from lab.link.model import Link
 from lab.results.schema import RunRecord
 from lab.sweep import runner
@@ -387,19 +384,9 @@ def _nginx_dropped_validation(rec: RunRecord, folder: Path) -> str:
     back = [p.time - t0 for p in downs if p.dport == old and p.time - t0 >= 6.0]
     if not to_new or not back:
         return ""
-    where = f"/tmp/qla-migration-{time.monotonic_ns()}"
-    try:
-        router.run("mkdir", "-p", where)
-        docker.client().container.copy(pcap, (config.ROUTER_CONTAINER, f"{where}/s.pcap"))
-        docker.client().container.copy(keys, (config.ROUTER_CONTAINER, f"{where}/keys.log"))
-        out = router.run("tshark", "-n", "-r", f"{where}/s.pcap", "-o", f"tls.keylog_file:{where}/keys.log",
-                         "-Y", f"udp.srcport == {port} && udp.dstport == {new}", "-T", "fields",
-                         "-e", "quic.frame_type", "-E", "aggregator=,")
-    except (DockerException, EnvironmentProblem):  # no tshark, no router: the cause cannot be shown
+    out = path.decrypted_fields(pcap, keys, f"udp.srcport == {port} && udp.dstport == {new}", "quic.frame_type")
+    if out is None:  # no tshark, no router: the cause cannot be shown
         return ""
-    finally:
-        with contextlib.suppress(EnvironmentProblem):
-            router.try_run("rm", "-rf", where)
     lines = out.splitlines()
     frames = [[int(t, 0) for t in line.split(",") if t] for line in lines]
     if len(lines) != len(to_new) or not all(frames) or any(0x1A in f for f in frames):
