@@ -137,6 +137,12 @@ class _SentLog:
         self.channel.send(**{self.kind: to_row(rec)})
 
 
+def _parts(s: Scenario) -> tuple[str, ...]:
+    """The optional parts of the lab (lab/optional.py) the scenario's implementations need."""
+    reg = registry()
+    return optional.needed([reg.client(c).container for c in s.clients] + [reg.server(v).container for v in s.servers])
+
+
 def _terminate(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -153,9 +159,7 @@ def worker(folder: Path) -> int:
     outcome = "complete"
     try:
         with lock.holding():
-            reg = registry()
-            lab.require_up(optional.needed([reg.client(c).container for c in s.clients]
-                                           + [reg.server(v).container for v in s.servers]))
+            lab.require_up(_parts(s))
             require_available(s.clients, s.servers)
             facts = session.environment_facts(s)
             ctx = runner.Context(sweep=s.name, shaper=facts["shaper"], cc=session._cc(facts),
@@ -453,9 +457,7 @@ def _run(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Planned
             with write:
                 aside.append(rec)
 
-        reg = registry()
-        shared = _Shared(queue, record, set_aside, parts=optional.needed(
-            [reg.client(c).container for c in s.clients] + [reg.server(v).container for v in s.servers]))
+        shared = _Shared(queue, record, set_aside, parts=_parts(s))
         threads = [threading.Thread(target=_drive, args=(lab_, folder, shared, t0, i > 0), daemon=True)
                    for i, lab_ in enumerate(labs)]
         try:
