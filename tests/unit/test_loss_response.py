@@ -184,9 +184,28 @@ def test_a_point_where_the_link_rate_binds_is_not_judged() -> None:
     assert check.rate_limited and check.verdict == "rate-limited (not judged)"
 
 
-def test_runs_that_did_not_complete_are_not_judged() -> None:
-    assert cc_check.checks([record(status="timeout", goodput_bps=None), record(status="unsupported")]) == []
+def test_failed_and_timed_out_runs_count_censored_like_in_every_other_figure() -> None:
+    """Issue 26 point 4: a run that did not complete is a result, its goodput known only to lie below size/timeout;
+    a run that never ran (unsupported) is none."""
+    assert cc_check.checks([record(status="unsupported")]) == []
     assert cc_check.checks([replace(record(), goodput_bps=None)]) == []
+    model = cc_check.predict(record())
+    assert model is not None
+    slow = record(repeat=2, status="timeout", goodput_bps=None, timeout_s=60.0, size_bytes=10_000_000)
+    (c,) = cc_check.checks([record(repeat=0, goodput_bps=model.goodput_bps * 0.9),
+                            record(repeat=1, goodput_bps=model.goodput_bps * 1.0), slow])
+    assert (c.n, c.censored) == (3, 1) and c.ratio == pytest.approx(0.9) and c.ratio_bound == ""  # worst rank
+    # most runs censored: the median is a bound below, and a bound below never refutes a Reno claim
+    fast = [record(repeat=i, goodput_bps=model.goodput_bps * 5) for i in (0,)]
+    timeouts = [replace(slow, repeat=i) for i in (1, 2)]
+    (c,) = cc_check.checks([*fast, *timeouts])
+    assert c.ratio_bound == "<" and c.verdict == "consistent with Reno" and c.censored == 2
+    assert cc_check.table([c])[1][0][3] == "3 (2)" and cc_check.table([c])[1][0][7].startswith("<")
+
+
+def test_the_refuted_threshold_has_a_stated_margin_above_honest_reno_senders() -> None:
+    assert cc_check.HONEST_MEDIAN_MAX * cc_check.MARGIN == cc_check.REFUTED_ABOVE
+    assert cc_check.MARGIN >= 2 and f"{cc_check.REFUTED_ABOVE:g}x" in cc_check.NOTE
 
 
 def test_other_traffic_on_the_link_during_a_run_is_told_apart() -> None:
