@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from lab import config, docker, lock
-from lab.link import calibrate, linkem, router, shaper
+from lab.link import calibrate, counters, linkem, router, shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link
 
@@ -187,8 +187,13 @@ def test_configured_rtt_is_the_measured_rtt(clean_link):
 
 
 def test_tun_queue_drops_are_exported(lab_up):
-    for d in ("downlink", "uplink"):
-        assert _metric("quiclab_link_drops_total", direction=d, cause="tun_queue") >= 0
+    """The emulator's drops of the host's making are exported per direction and read per run by the fidelity guard
+    (lab/sweep/hostload.py: `link_host_drops`): the same totals through the lab's own parser."""
+    exported = {d: _metric("quiclab_link_drops_total", direction=d, cause="tun_queue") for d in ("downlink", "uplink")}
+    assert all(v.is_integer() for v in exported.values()), exported  # counters (a missing one raises above)
+    snap = counters.parse_linkem(linkem.metrics_text())
+    assert snap.down.host_drops is not None and snap.down.host_drops >= exported["downlink"]
+    assert snap.up.host_drops is not None and snap.up.host_drops >= exported["uplink"]
 
 
 @pytest.mark.parametrize("spec", [
