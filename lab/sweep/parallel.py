@@ -162,7 +162,7 @@ def worker(folder: Path) -> int:
             lab.require_up(_parts(s))
             require_available(s.clients, s.servers)
             facts = session.environment_facts(s)
-            ctx = runner.Context(sweep=s.name, shaper=facts["shaper"], cc=session._cc(facts),
+            ctx = runner.Context(sweep=s.name, shaper=facts["shaper"], cc=session.cc_by_implementation(facts),
                                  timeout_for=lambda r: timeout_for(s, r.point), quic_cc=dict(s.client_quic_cc),
                                  capture=tuple(s.capture), folder=folder,
                                  host_guard=manifest.get("host_guard", "repeat"),
@@ -387,7 +387,7 @@ def start(s: Scenario, preset: str | None, results_dir: Path, n: int | None, hos
     require_available(s.clients, s.servers)
     numbers = pick_labs(count)
     folder = store.new_folder(results_dir, s.name)
-    manifest = session._manifest(s, preset, len(every))
+    manifest = session.new_manifest(s, preset, len(every))
     manifest.update(shard.manifest_fields(s, every, None))
     manifest.update(status="starting", host_guard=host_guard,
                     parallel={"labs": count, "instances": numbers, "auto": n is None})
@@ -421,7 +421,7 @@ def resume(folder: Path) -> tuple[Path, bool]:
     manifest["parallel"]["instances"] = pick_labs(count)
     manifest.update(status="running")
     manifest.pop("stopped_by", None)
-    manifest.setdefault("resumed_at", []).append(session._now())
+    manifest.setdefault("resumed_at", []).append(session.now())
     terminal.info(f"resuming {s.name}: {len(kept)} runs done, {len(todo)} to go, over {count} labs")
     return folder, _interruptible(folder, lambda: _run(folder, s, manifest, todo, len(kept)))
 
@@ -438,7 +438,7 @@ def _run(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Planned
     failures = 0
     t0 = time.monotonic()
     interrupted = False
-    with session._progress() as progress:
+    with session.progress_bar() as progress:
         task = progress.add_task(f"{s.name} ({len(labs)} labs)", total=total, completed=done, failures=0, eta=None)
         write = threading.Lock()
 
@@ -505,7 +505,7 @@ def _finalize(folder: Path, manifest: dict[str, Any], labs: list[_Lab], complete
     manifest["labs"] = {str(lab_.number): {"runs": lab_.runs, "joined_s": lab_.joined_s, "error": lab_.error,
                                            "facts": lab_.facts} for lab_ in labs}
     manifest.update(status="complete" if complete else "interrupted" if interrupted else "stopped",
-                    finished_at=session._now(), wall_s=round(time.monotonic() - t0, 1),
+                    finished_at=session.now(), wall_s=round(time.monotonic() - t0, 1),
                     completed_runs=len([r for r in store.load_runs(folder) if store.is_result(r)]))
     if errors and not complete:
         manifest["stopped_by"] = "; ".join(errors)

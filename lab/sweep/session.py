@@ -25,22 +25,22 @@ from lab.sweep.runner import Context
 from lab.sweep.scenario import Scenario, runs_pair, validate
 
 
-def _now() -> str:
+def now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def _manifest(s: Scenario, preset: str | None, planned: int) -> dict[str, Any]:
+def new_manifest(s: Scenario, preset: str | None, planned: int) -> dict[str, Any]:
     pts = points(s)
     return {
         "name": s.name, "preset": preset, "scenario": s.model_dump(), "seed": s.seed, "repeats": s.repeats,
         "planned_runs": planned, "points": [{"index": p.index, "label": p.label, "size_bytes": p.size}
                                             for p in pts],
         "x_name": pts[0].x_name if pts else "point", "log_y": s.log_y, "shaper_requested": s.shaper,
-        "started_at": _now(), "status": "running", "git": environment.git(), "host": environment.host(),
+        "started_at": now(), "status": "running", "git": environment.git(), "host": environment.host(),
     }
 
 
-def _cc(manifest: dict[str, Any]) -> dict[str, dict[str, str | None]]:
+def cc_by_implementation(manifest: dict[str, Any]) -> dict[str, dict[str, str | None]]:
     """Congestion control per implementation, from the manifest (older manifests: curl and nginx only)."""
     impls = manifest.get("implementations")
     if impls:
@@ -60,7 +60,7 @@ class _Eta(ProgressColumn):
                     style="progress.remaining")
 
 
-def _progress() -> Progress:
+def progress_bar() -> Progress:
     return Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                     TextColumn("failures {task.fields[failures]}"), TimeElapsedColumn(), _Eta(),
                     console=terminal.err, transient=False)
@@ -74,7 +74,7 @@ def execute(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Plan
             total: int) -> bool:
     """Run `todo`; returns True when the sweep is complete, False when Ctrl-C stopped it. An environment failure
     stops the sweep too (EnvironmentFailure, raised after the manifest and the report are written)."""
-    ctx = Context(sweep=s.name, shaper=manifest.get("shaper") or s.shaper, cc=_cc(manifest),
+    ctx = Context(sweep=s.name, shaper=manifest.get("shaper") or s.shaper, cc=cc_by_implementation(manifest),
                   timeout_for=lambda r: timeout_for(s, r.point), quic_cc=dict(s.client_quic_cc),
                   capture=tuple(s.capture), folder=folder, host_guard=manifest.get("host_guard", "flag"))
     finish = runner.Finish("interrupted")
@@ -94,7 +94,7 @@ def execute(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Plan
                 with contextlib.suppress(QuiclabError):
                     shaper.apply(Link())  # the lab is left unimpaired, as before the sweep
             status = {"complete": "complete", "interrupted": "interrupted", "environment": "stopped"}[finish.outcome]
-            manifest.update(status=status, finished_at=_now(),
+            manifest.update(status=status, finished_at=now(),
                             completed_runs=len([r for r in store.load_runs(folder) if store.is_result(r)]))
             if finish.error:
                 manifest["stopped_by"] = finish.error
@@ -115,7 +115,7 @@ def _run_with_progress(folder: Path, s: Scenario, ctx: Context, live: Publisher,
     ctx.host_bound_log = aside.append
     try:
         runner.warm_up(todo, ctx)  # (after runs.csv exists: a Ctrl-C here is one before the first run)
-        with _progress() as progress:
+        with progress_bar() as progress:
             task = progress.add_task(s.name, total=total, completed=done, failures=0, eta=None)
 
             def on_start(run: PlannedRun) -> None:
@@ -171,7 +171,7 @@ def _mark_interrupted(folder: Path) -> None:
     with runner.held_signals():
         with contextlib.suppress(QuiclabError, OSError):
             manifest = store.read_manifest(folder)
-            manifest.update(status="interrupted", finished_at=_now())
+            manifest.update(status="interrupted", finished_at=now())
             store.write_json_atomic(folder / store.MANIFEST, manifest)
         runner.stop_everything()
 
@@ -183,7 +183,7 @@ def _start(s: Scenario, preset: str | None, results_dir: Path, part: shard.Shard
     every = plan(s)
     runs = part.select(every) if part else every
     folder = store.new_folder(results_dir, shard.folder_name(s.name, part))
-    manifest = _manifest(s, preset, len(runs))
+    manifest = new_manifest(s, preset, len(runs))
     manifest.update(shard.manifest_fields(s, every, part))
     manifest["status"], manifest["host_guard"] = "starting", host_guard
     store.write_json_atomic(folder / store.MANIFEST, manifest)  # a sweep folder from the start: resumable
@@ -266,7 +266,7 @@ def _resume(folder: Path) -> tuple[Path, bool]:
     terminal.info(f"resuming {s.name}: {len(kept)} runs done, {len(todo)} to go")
     manifest["status"] = "running"
     manifest.pop("stopped_by", None)
-    manifest.setdefault("resumed_at", []).append(_now())
+    manifest.setdefault("resumed_at", []).append(now())
     store.write_json_atomic(folder / store.MANIFEST, manifest)
     if "versions" not in manifest or "shaper" not in manifest:  # interrupted before they were recorded
         _record_environment(folder, s, manifest)
