@@ -39,6 +39,8 @@ COLLECT = """return {
   done: !!(window.__quiclab && window.__quiclab.done),
   page: typeof window.__quiclab !== "undefined",
   type: document.contentType,
+  href: location.href,
+  text: document.body ? document.body.innerText.slice(0, 400) : "",
   version: navigator.userAgent,
 };"""
 
@@ -87,6 +89,17 @@ def _transfer(e: dict[str, Any], obj: dict[str, Any], origin_ms: float) -> dict[
     return {"t": (origin_ms + e["responseEnd"]) / 1000, "w": w}
 
 
+def _not_the_page(data: dict[str, Any]) -> str:
+    """Why the test page's script is absent: chromium's own error page (a network error: it names it, e.g.
+    ERR_QUIC_PROTOCOL_ERROR) or a document that is not the page."""
+    href, text = str(data.get("href") or ""), " ".join(str(data.get("text") or "").split())
+    codes = [w.strip(".,;:()") for w in text.split() if w.strip(".,;:()").startswith("ERR_")]
+    if href.startswith("chrome-error:") or codes:
+        return f"the browser showed its error page, not the test page: {codes[0] if codes else text[:200] or '?'}"
+    return (f"the test page did not run in the browser (its document at {href or '?'} is "
+            f"{data.get('type') or 'unknown'}: is index.html served as text/html?)")
+
+
 def main() -> int:
     protocol = os.environ.get("PROTOCOL", "h3")
     if protocol not in PROTOCOLS:
@@ -122,8 +135,7 @@ def main() -> int:
             _emit(doc)
             return 0
         if not data["done"] and not data.get("page"):
-            doc.update(exit=1, errors=f"the test page did not run in the browser (its document is "
-                                      f"{data.get('type') or 'unknown'}: is index.html served as text/html?)")
+            doc.update(exit=1, errors=_not_the_page(data))
         elif not data["done"]:
             doc.update(exit=28, errors=f"the page's objects were not all loaded within {timeout:g} s")
         doc["version"] = data["version"]
