@@ -17,6 +17,7 @@ from lab.cli import (
     build,
     compare,
     dashboard,
+    docs,
     down,
     merge,
     presets,
@@ -44,7 +45,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 for module in (up, down, status, dashboard, run, shape, sweep, merge, presets, report, compare, reproduce, bench,
-               build):
+               build, docs):
     module.register(app)
 sweep.register_worker(app)
 

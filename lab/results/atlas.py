@@ -1,0 +1,378 @@
+"""The seed atlas (issue 26): docs/seeds.md generated from the committed reference sweeps and the seeds' own numbers.
+
+Input: docs/seeds.toml (what each seed study measured, its numbers with their lines in ../shared/seeds/, and which
+lab preset and methods stand for its QUIC and its TCP side), and results/reference/<preset>/runs.csv. Output: one
+markdown document; `quiclab docs` writes it and `quiclab docs --check` (and tests/unit/test_docs_generated.py)
+fails when the committed file no longer matches its data.
+
+One definition for every comparison: **QUIC/TCP time** = the Hodges-Lehmann estimate of the ratio of the two
+methods' transfer (or page) times, with its exact distribution-free CI and the level that CI reaches at these n
+(lab/results/verdict.py: the same statistics `quiclab compare` uses; failed and timed-out runs enter censored at
+their timeout, never dropped). < 1: QUIC was faster. The lab's verdict on it is verdict.py's `decide` at the
+default margins (equivalent: CI inside +-10 %; QUIC faster/slower: rank test p < 0.05 and the CI wholly beyond the
+margin; else no verdict). The seed's direction is from its own numbers: its QUIC/TCP time ratio below 1/1.1 is
+"QUIC faster", above 1.1 "QUIC slower", else "parity" (a seed gives one number per point, so no interval); for
+seeds that published graphs only, the direction their text states, quoted with its line.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from lab import config
+from lab.errors import UsageError
+from lab.results.report import load_sweep
+from lab.results.schema import RunRecord
+from lab.results.stats import Obs, describe, method_label
+from lab.results.summary import sig3
+from lab.results.verdict import (
+    Bounded,
+    Margins,
+    RatioCI,
+    decide,
+    fmt_bounded,
+    fmt_ci,
+    fmt_level,
+    group_samples,
+    hodges_lehmann,
+    rank_test,
+)
+
+SEEDS_TOML = config.ROOT / "docs" / "seeds.toml"
+SEEDS_MD = config.ROOT / "docs" / "seeds.md"
+REFERENCE = config.ROOT / "results" / "reference"
+Direction = Literal["QUIC faster", "QUIC slower", "parity", "no verdict"]
+#: a seed ratio within this factor of 1 is "parity" (the lab's equivalence margin, so both sides use one band)
+PARITY = 1.10
+_PLACEHOLDER = re.compile(r"\{(ratio|quic|tcp|quic_mbps|tcp_mbps|n|verdict):([a-z0-9-]+):([^}]+)\}")
+
+
+class Side(BaseModel):
+    """One method of a lab arm."""
+
+    model_config = ConfigDict(extra="forbid")
+    protocol: Literal["h1", "h2", "h3"]
+    client: str = "curl"
+    server: str = "nginx"
+    #: the lab's point label for this side; "{point}" is the seed point's label (e.g. "size=250kB {point} cc=reno")
+    point: str = "{point}"
+    #: the reference folder of this side when it is not the arm's (e.g. TCP from the sweep that ran it)
+    preset: str | None = None
+
+    def label(self, point: str) -> str:
+        return self.point.replace("{point}", point)
+
+
+class Arm(BaseModel):
+    """One lab stand-in for the seed's comparison: a reference folder and its QUIC and TCP methods."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    preset: str
+    label: str
+    quic: Side
+    tcp: Side
+    #: where the arm's sweep has other axes than the seed's: seed point label -> this arm's point (the arm then
+    #: stands only at those points), e.g. {"size=10MB loss=5% rtt=0ms" = "size=10MB rtt=0ms"} for a fixed-loss sweep
+    points: dict[str, str] = {}
+
+    def applies(self, point: str) -> bool:
+        return not self.points or point in self.points
+
+    def lab_point(self, point: str) -> str:
+        return self.points.get(point, point)
+
+    def preset_of(self, side: Side) -> str:
+        return side.preset or self.preset
+
+
+class SeedPoint(BaseModel):
+    """One condition of the seed with its number (or its stated direction) and the lab point that matches it."""
+
+    model_config = ConfigDict(extra="forbid")
+    condition: str
+    point: str  # the lab's point label, e.g. "loss=5%"
+    lines: str  # the seed file's lines it comes from
+    quic_s: float | None = None
+    tcp_s: float | None = None
+    claim: str = ""  # a graph-only seed: what its text says (quoted or close), with `direction`
+    direction: Direction | None = None
+
+    def seed_ratio(self) -> float | None:
+        return self.quic_s / self.tcp_s if self.quic_s and self.tcp_s else None
+
+    def seed_direction(self) -> Direction:
+        r = self.seed_ratio()
+        if r is None:
+            return self.direction or "no verdict"
+        return "QUIC faster" if r < 1 / PARITY else "QUIC slower" if r > PARITY else "parity"
+
+
+class Experiment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    title: str
+    conditions: str
+    lines: str
+    metric: Literal["time", "page time"] = "time"
+    #: what the two sides are called (default QUIC and TCP; e.g. reuse vs new connections)
+    names: tuple[str, str] = ("QUIC", "TCP")
+    points: list[SeedPoint]
+    arms: list[Arm]
+    notes: list[str] = []  # why the lab differs; placeholders {ratio:ARM:POINT} etc. take numbers from the data
+
+
+class Seed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    file: str
+    title: str
+    summary: str
+    experiments: list[Experiment] = []
+    not_here: list[str] = Field(default=[], description="experiments of the seed the lab cannot run, and why")
+
+
+class Atlas(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    intro: str
+    seeds: list[Seed]
+
+
+def load_atlas(path: Path = SEEDS_TOML) -> Atlas:
+    try:
+        return Atlas.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
+    except (OSError, tomllib.TOMLDecodeError, ValidationError) as e:
+        raise UsageError(f"{path}: {' '.join(str(e).split())[:300]}") from None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The lab's side of one comparison
+
+
+@dataclass(frozen=True)
+class LabCell:
+    """QUIC vs TCP at one point of one arm, or why there is nothing to show."""
+
+    missing: str = ""  # "" or why there is no comparison (folder not committed, point or method absent)
+    n_quic: int = 0
+    n_tcp: int = 0
+    censored_quic: int = 0
+    censored_tcp: int = 0
+    quic_median: float | None = None  # s
+    tcp_median: float | None = None
+    quic_goodput: float | None = None  # median goodput, bit/s
+    tcp_goodput: float | None = None
+    ratio: str = ""  # QUIC/TCP time, formatted (may be a bound)
+    ratio_value: float | None = None
+    ci: RatioCI | None = None
+    direction: Direction = "no verdict"
+    reason: str = ""
+
+
+def _median(values: Sequence[Obs]) -> float | None:
+    """The median, or None when censoring leaves it a bound (or there is no result)."""
+    d = describe(values)
+    return d.median.value if d is not None and d.median.exact else None
+
+
+def _runs(records: Sequence[RunRecord], point: str, side: Side) -> list[RunRecord]:
+    return [r for r in records if r.point_label == side.label(point) and r.protocol == side.protocol
+            and r.client == side.client and r.server == side.server and r.status != "unsupported"]
+
+
+def compare_methods(quic_records: Sequence[RunRecord], tcp_records: Sequence[RunRecord], point: str, quic: Side,
+                    tcp: Side, margins: Margins | None = None) -> LabCell:
+    """QUIC/TCP time at one seed point: the Hodges-Lehmann ratio, its CI and level, and the verdict."""
+    margins = margins or Margins()
+    rq, rt = _runs(quic_records, point, quic), _runs(tcp_records, point, tcp)
+    if not rq or not rt:
+        gone = " and ".join(f"{method_label(s.protocol, s.client, s.server)} at {s.label(point)}"
+                            for s, rs in ((quic, rq), (tcp, rt)) if not rs)
+        return LabCell(missing=f"no runs of {gone}")
+    sq, st = group_samples(rq), group_samples(rt)
+    ratio, ci = hodges_lehmann(st.time, sq.time, margins.alpha)
+    verdict, reason, _ = decide(ci, rank_test(st.time, sq.time), margins.median, margins.alpha, len(st.time),
+                                len(sq.time))
+    direction: Direction = ("parity" if verdict == "equivalent" else "no verdict" if verdict == "inconclusive"
+                            else "QUIC faster" if (ratio.value or 0) < 1 else "QUIC slower")
+    return LabCell(n_quic=len(sq.time), n_tcp=len(st.time), censored_quic=sq.n_censored, censored_tcp=st.n_censored,
+                   quic_median=_median(sq.time), tcp_median=_median(st.time),
+                   quic_goodput=_median(sq.goodput), tcp_goodput=_median(st.goodput),
+                   ratio=fmt_bounded(Bounded.of(ratio)),
+                   ratio_value=ratio.value if ratio.exact else None, ci=ci, direction=direction, reason=reason)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading the reference folders
+
+
+@dataclass(frozen=True)
+class Folder:
+    path: Path
+    records: list[RunRecord]
+    manifest: dict[str, object]
+
+    @property
+    def complete(self) -> bool:
+        return self.manifest.get("status") == "complete"
+
+
+def load_folder(preset: str, reference: Path = REFERENCE) -> Folder | None:
+    path = reference / preset
+    if not (path / "runs.csv").is_file():
+        return None
+    records, manifest = load_sweep(path)
+    return Folder(path, records, manifest)
+
+
+def senders(records: Sequence[RunRecord], side: Side) -> str:
+    """The sender's congestion control as the runs read it back (the most common value; the server sends)."""
+    c = Counter(r.cc_sender for r in records if r.protocol == side.protocol and r.client == side.client
+                and r.server == side.server and r.cc_sender)
+    return c.most_common(1)[0][0] if c else "?"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Rendering
+
+
+def _s(v: float | None) -> str:
+    return f"{sig3(v)} s" if v is not None else "-"
+
+
+def _n(cell: LabCell) -> str:
+    cens = cell.censored_quic + cell.censored_tcp
+    return f"{cell.n_quic}/{cell.n_tcp}" + (f" ({cens} censored)" if cens else "")
+
+
+def shown(d: Direction, names: tuple[str, str]) -> str:
+    return d.replace("QUIC", names[0], 1) if names[0] != "QUIC" else d
+
+
+def same_direction(seed: Direction, lab: Direction) -> str:
+    if lab == "no verdict" or seed == "no verdict":
+        return "-"
+    return "yes" if seed == lab else "no"
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.relative_to(config.ROOT))
+    except ValueError:
+        return str(path)
+
+
+class Renderer:
+    def __init__(self, reference: Path = REFERENCE) -> None:
+        self.reference = reference
+        self._folders: dict[str, Folder | None] = {}
+
+    def folder(self, preset: str) -> Folder | None:
+        if preset not in self._folders:
+            self._folders[preset] = load_folder(preset, self.reference)
+        return self._folders[preset]
+
+    def cell(self, arm: Arm, point: str) -> LabCell:
+        fq, ft = self.folder(arm.preset_of(arm.quic)), self.folder(arm.preset_of(arm.tcp))
+        for side, f in ((arm.quic, fq), (arm.tcp, ft)):
+            if f is None:
+                return LabCell(missing=f"not run yet: no {_rel(self.reference / arm.preset_of(side))}/runs.csv")
+        assert fq is not None and ft is not None
+        if not arm.applies(point):
+            return LabCell(missing=f"arm {arm.id} has no point {point}")
+        return compare_methods(fq.records, ft.records, arm.lab_point(point), arm.quic, arm.tcp)
+
+    def fill(self, text: str, exp: Experiment) -> str:
+        """Replace {ratio|quic|tcp|n|verdict:ARM:POINT} with the number from the data."""
+        arms = {a.id: a for a in exp.arms}
+
+        def one(m: re.Match[str]) -> str:
+            kind, arm_id, point = m.groups()
+            if arm_id not in arms:
+                raise UsageError(f"docs/seeds.toml, {exp.id}: note names arm {arm_id!r}; arms: {', '.join(arms)}")
+            c = self.cell(arms[arm_id], point)
+            if c.missing:
+                return "(not run yet)" if c.missing.startswith("not run yet") else f"(no data: {c.missing})"
+            if kind == "ratio":
+                return f"{c.ratio} [{fmt_ci(c.ci)}, {fmt_level(c.ci)}]" if c.ci else c.ratio
+            if kind == "quic":
+                return _s(c.quic_median)
+            if kind == "tcp":
+                return _s(c.tcp_median)
+            if kind in ("quic_mbps", "tcp_mbps"):
+                v = c.quic_goodput if kind == "quic_mbps" else c.tcp_goodput
+                return f"{sig3(v / 1e6)} Mbit/s" if v is not None else "-"
+            if kind == "n":
+                return _n(c)
+            return shown(c.direction, exp.names)
+
+        return _PLACEHOLDER.sub(one, text)
+
+    def side_line(self, arm: Arm, side: Side) -> str:
+        """What ran on one side: the method, its sender's congestion control read back, and the data's folder."""
+        preset = arm.preset_of(side)
+        method = method_label(side.protocol, side.client, side.server)
+        f = self.folder(preset)
+        if f is None:
+            return f"{method}: **not run yet** (no {_rel(self.reference / preset)}/: `bash scripts/atlas.sh {preset}`)"
+        git = f.manifest.get("git")
+        commit = str(git.get("commit", "?"))[:7] if isinstance(git, dict) else "?"
+        ok = sum(1 for r in f.records if r.status == "ok")
+        run = sum(1 for r in f.records if r.status != "unsupported")
+        return (f"{method}, sender {senders(f.records, side)}, from `{_rel(f.path)}/` "
+                f"({f.manifest.get('status', '?')}: {ok}/{run} runs ok; commit {commit})")
+
+    def experiment(self, seed: Seed, exp: Experiment) -> list[str]:
+        out = [f"### {exp.title}", "", f"Seed's conditions ({seed.id} lines {exp.lines}): {exp.conditions}", ""]
+        for arm in exp.arms:
+            sides = "; ".join(self.side_line(arm, s) for s in (arm.quic, arm.tcp))
+            out.append(f"- arm **{arm.id}**: {arm.label}: {sides}")
+        metric = "page time" if exp.metric == "page time" else "transfer time"
+        a, b = exp.names
+        out += ["", f"| seed condition | seed: {a} / {b} {metric} | seed {a}/{b} | arm | lab: {a} / {b} median "
+                    f"(n) | lab {a}/{b} [CI, level] | lab says | same direction? |",
+                "|---|---|---|---|---|---|---|---|"]
+        for p in exp.points:
+            r = p.seed_ratio()
+            seed_num = (f"{p.quic_s:g} / {p.tcp_s:g} s (line {p.lines})" if r is not None
+                        else f"{p.claim} (line {p.lines})")
+            seed_dir = shown(p.seed_direction(), exp.names)
+            seed_ratio = f"{r:.2f} ({seed_dir})" if r is not None else seed_dir
+            for i, arm in enumerate(a for a in exp.arms if a.applies(p.point)):
+                c = self.cell(arm, p.point)
+                head = [p.condition, seed_num, seed_ratio] if i == 0 else ["", "", ""]
+                if c.missing:
+                    gap = "not run yet" if c.missing.startswith("not run yet") else c.missing
+                    out.append("| " + " | ".join([*head, arm.id, gap, "", "", ""]) + " |")
+                    continue
+                lab_ratio = f"{c.ratio} [{fmt_ci(c.ci)}, {fmt_level(c.ci)}]" if c.ci else c.ratio
+                medians = f"{_s(c.quic_median)} / {_s(c.tcp_median)} ({_n(c)})"
+                out.append("| " + " | ".join([*head, arm.id, medians, lab_ratio, shown(c.direction, exp.names),
+                                              same_direction(p.seed_direction(), c.direction)]) + " |")
+        if exp.notes:
+            out += ["", "Why the lab differs:", ""] + [f"- {self.fill(n, exp)}" for n in exp.notes]
+        return [*out, ""]
+
+    def document(self, atlas: Atlas) -> str:
+        out = ["# The seed atlas", "",
+               "<!-- generated by `quiclab docs` from docs/seeds.toml and results/reference/: do not edit -->", "",
+               atlas.intro.strip(), ""]
+        for seed in atlas.seeds:
+            out += [f"## {seed.id}: {seed.title}", "", f"`../shared/seeds/{seed.file}`. {seed.summary.strip()}", ""]
+            for exp in seed.experiments:
+                out += self.experiment(seed, exp)
+            if seed.not_here:
+                out += ["Not run here:", ""] + [f"- {t}" for t in seed.not_here] + [""]
+        return "\n".join(out).rstrip() + "\n"
+
+
+def generate(atlas_path: Path = SEEDS_TOML, reference: Path = REFERENCE) -> str:
+    return Renderer(reference).document(load_atlas(atlas_path))

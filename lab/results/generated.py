@@ -1,0 +1,55 @@
+"""The documents generated from committed data (`quiclab docs`): each target path and its text as the data says now.
+
+- docs/seeds.md: the whole file (lab/results/atlas.py, from docs/seeds.toml and results/reference/);
+- README.md and docs/results.md: the blocks between `<!-- generated: NAME -->` and `<!-- end generated: NAME -->`
+  (lab/results/blocks.py), the rest of those files written by hand.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from lab import config
+from lab.errors import UsageError
+from lab.results import atlas, blocks
+
+_BLOCK = re.compile(r"(<!-- generated: ([a-z0-9-]+) -->\n)(.*?)(<!-- end generated: \2 -->)", re.DOTALL)
+
+
+def fill_blocks(text: str, render: Callable[[str], str], path: Path) -> str:
+    """`text` with every generated block's body replaced by render(name)."""
+    def one(m: re.Match[str]) -> str:
+        return m.group(1) + render(m.group(2)).rstrip("\n") + "\n" + m.group(4)
+
+    out = _BLOCK.sub(one, text)
+    opened = text.count("<!-- generated: ")
+    if opened != len(_BLOCK.findall(text)):
+        raise UsageError(f"{path}: a `<!-- generated: NAME -->` block has no matching `<!-- end generated: NAME -->`")
+    return out
+
+
+def outputs(root: Path = config.ROOT) -> dict[Path, str]:
+    """Every generated file's path and its current text."""
+    reference = root / "results" / "reference"
+    out = {root / "docs" / "seeds.md": atlas.generate(root / "docs" / "seeds.toml", reference)}
+    for rel in ("README.md", "docs/results.md"):
+        path = root / rel
+        out[path] = fill_blocks(path.read_text(encoding="utf-8"), lambda name: blocks.render(name, reference), path)
+    return out
+
+
+def stale(root: Path = config.ROOT) -> list[Path]:
+    """The generated files whose committed text differs from what their data gives now."""
+    return [p for p, text in outputs(root).items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
+
+
+def write(root: Path = config.ROOT) -> list[Path]:
+    """Rewrite the stale generated files; returns them."""
+    changed = []
+    for p, text in outputs(root).items():
+        if not p.is_file() or p.read_text(encoding="utf-8") != text:
+            p.write_text(text, encoding="utf-8")
+            changed.append(p)
+    return changed
