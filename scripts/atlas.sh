@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The seed atlas's data (issue 26): run seed presets and publish each finished sweep as
 # results/reference/<preset>/ (runs.csv, manifest.json, summary.md, the other CSVs and the plots; no pcaps, no
-# per-lab logs), ready to commit. docs/seeds.md is generated from those folders by `quiclab docs`.
+# per-lab logs), ready to commit, and regenerate the documents that cite them (`quiclab docs`: docs/seeds.md, the
+# generated blocks of README.md and docs/results.md).
 #
 #   bash scripts/atlas.sh [--parallel N] [PRESET ...]   (default: every seed preset, --parallel 3)
 #
@@ -41,4 +42,5 @@ for p in "${presets[@]}"; do
   (cd "$folder" && find . \( -name '*.csv' -o -name '*.md' -o -name manifest.json -o -path './plots/*' \) \
      -type f -not -path './evidence/*' -not -path './labs/*' -print0 | xargs -0 cp --parents -t "$OLDPWD/$ref")
   echo "✓ $p published: $ref ($(du -sh "$ref" | cut -f1))"
+  "${quiclab[@]}" docs  # docs/seeds.md and the generated blocks now cite it: commit them with the folder
 done
