@@ -2,7 +2,8 @@
 reference folder, so that a number quoted there is the folder's, recomputed by `quiclab docs`.
 
 Block names: `medians-PRESET` (the per-point, per-method medians with their CIs and levels, the table of the
-folder's summary.md) and `ratios-PRESET` (the paired HTTP/3 / TCP ratios of that table's methods).
+folder's summary.md), `ratios-PRESET` (the paired HTTP/3 / TCP ratios of that table's methods) and `cc-PRESET`
+(the senders' congestion control as read back, and the Reno-model check of every Reno claim).
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.errors import UsageError
+from lab.results import cc_check
 from lab.results.report import load_sweep
 from lab.results.stats import ratios, summarize
 from lab.results.summary import md_table, ratio_table, stats_table
 
-KINDS = ("medians", "ratios")
+KINDS = ("medians", "ratios", "cc")
 
 
 def source_line(folder: Path, manifest: dict[str, object], n_runs: int, rel: str) -> str:
@@ -30,11 +32,18 @@ def source_line(folder: Path, manifest: dict[str, object], n_runs: int, rel: str
 def render(name: str, reference: Path) -> str:
     kind, _, preset = name.partition("-")
     if kind not in KINDS or not preset:
-        raise UsageError(f"generated block {name!r}: expected medians-PRESET or ratios-PRESET")
+        raise UsageError(f"generated block {name!r}: expected {', '.join(k + '-PRESET' for k in KINDS)}")
     folder = reference / preset
     rel = f"results/reference/{preset}"
     if not (folder / "runs.csv").is_file():
         return f"*Not run yet: no `{rel}/` (`bash scripts/atlas.sh {preset}` makes it).*\n"
     records, manifest = load_sweep(folder)
+    head = source_line(folder, manifest, len(records), rel) + "\n\n"
+    if kind == "cc":
+        senders, checks = cc_check.sender_table(records), cc_check.checks(records)
+        parts = [md_table(senders)] if senders is not None else []
+        if checks:
+            parts += [cc_check.NOTE, md_table(cc_check.table(checks))]
+        return head + "\n\n".join(parts or ["(no sender read back in this folder)"]) + "\n"
     table = stats_table(summarize(records)) if kind == "medians" else ratio_table(ratios(records))
-    return source_line(folder, manifest, len(records), rel) + "\n\n" + md_table(table) + "\n"
+    return head + md_table(table) + "\n"
