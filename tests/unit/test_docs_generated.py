@@ -155,3 +155,19 @@ def test_every_seed_number_is_on_the_line_it_cites() -> None:
                 assert p.quic_s in nums and p.tcp_s in nums, f"{exp.id} {p.condition}: not on lines {p.lines}"
                 checked += 1
     assert checked == 19  # Connectify's three tables: 6 + 6 + 7 points
+
+
+@pytest.mark.skipif(not (atlas.REFERENCE / "validate-reno" / "runs.csv").is_file(),
+                    reason="no committed results/reference/validate-reno (bash scripts/atlas.sh validate-reno)")
+def test_the_reno_threshold_stands_above_every_honest_reno_median_committed() -> None:
+    from lab.endpoints.sender_cc import claims_reno
+    from lab.results import cc_check
+    from lab.results.report import load_sweep
+
+    records, _ = load_sweep(atlas.REFERENCE / "validate-reno")
+    honest = [c.ratio for c in cc_check.checks(records) if claims_reno(c.cc_sender) and not c.rate_limited
+              and "nginx" not in c.method]  # nginx's QUIC is the claim under test, not an honest sender
+    assert honest, "validate-reno has no judged Reno sender"
+    assert max(honest) <= cc_check.HONEST_MEDIAN_MAX, (
+        f"an honest Reno median of {max(honest):.2f} exceeds HONEST_MEDIAN_MAX = {cc_check.HONEST_MEDIAN_MAX}")
+    assert cc_check.REFUTED_ABOVE >= 2 * max(honest)
