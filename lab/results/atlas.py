@@ -333,7 +333,12 @@ class Renderer:
     def experiment(self, seed: Seed, exp: Experiment) -> list[str]:
         out = [f"### {exp.title}", "", f"Seed's conditions ({seed.id} lines {exp.lines}): {exp.conditions}", ""]
         for arm in exp.arms:
-            sides = "; ".join(self.side_line(arm, s) for s in (arm.quic, arm.tcp))
+            presets = {arm.preset_of(arm.quic), arm.preset_of(arm.tcp)}
+            if len(presets) == 1 and self.folder(arm.preset) is None:
+                sides = (f"**not run yet** (no {_rel(self.reference / arm.preset)}/: "
+                         f"`bash scripts/atlas.sh {arm.preset}`)")
+            else:
+                sides = "; ".join(self.side_line(arm, s) for s in (arm.quic, arm.tcp))
             out.append(f"- arm **{arm.id}**: {arm.label}: {sides}")
         metric = "page time" if exp.metric == "page time" else "transfer time"
         a, b = exp.names
@@ -342,8 +347,8 @@ class Renderer:
                 "|---|---|---|---|---|---|---|---|"]
         for p in exp.points:
             r = p.seed_ratio()
-            seed_num = (f"{p.quic_s:g} / {p.tcp_s:g} s (line {p.lines})" if r is not None
-                        else f"{p.claim} (line {p.lines})")
+            where = f"line{'s' if any(c in p.lines for c in ',-') else ''} {p.lines}"
+            seed_num = f"{p.quic_s:g} / {p.tcp_s:g} s ({where})" if r is not None else f"{p.claim} ({where})"
             seed_dir = shown(p.seed_direction(), exp.names)
             seed_ratio = f"{r:.2f} ({seed_dir})" if r is not None else seed_dir
             for i, arm in enumerate(a for a in exp.arms if a.applies(p.point)):
