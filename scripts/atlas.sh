@@ -31,7 +31,9 @@ for p in "${presets[@]}"; do
   [[ $p == kth-unshaped ]] && n=1
   par=(); ((n > 1)) && par=(--parallel "$n")
   folder=$(ls -d "$work/$p"/*/ 2>/dev/null | tail -1 || true)
-  if [[ -n $folder ]] && ! complete "$folder"; then
+  if [[ -n $folder ]] && complete "$folder"; then
+    echo "· $p: $folder is complete: publishing it"
+  elif [[ -n $folder ]]; then
     echo "· $p: resuming $folder"; "${quiclab[@]}" sweep --resume "$folder" "${par[@]}"
   else
     echo "· $p: sweeping on $n lab(s)"; "${quiclab[@]}" sweep "$p" "${par[@]}" --out "$work/$p"
