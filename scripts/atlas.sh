@@ -4,7 +4,8 @@
 # per-lab logs), ready to commit, and regenerate the documents that cite them (`quiclab docs`: docs/seeds.md, the
 # generated blocks of README.md and docs/results.md).
 #
-#   bash scripts/atlas.sh [--parallel N] [PRESET ...]   (default: every seed preset, --parallel 3)
+#   bash scripts/atlas.sh [--parallel N|auto] [PRESET ...]   (default: every seed preset, --parallel 3; auto picks
+#   the number of labs from each plan's link rates and this host's cores: docs/results.md "Parallel labs")
 #
 # A preset whose reference folder is complete is skipped; an interrupted sweep stays in results/atlas/<preset>/
 # and is resumed (`quiclab sweep --resume`) on the next call. kth-unshaped runs on one lab (an unshaped link
@@ -29,7 +30,7 @@ for p in "${presets[@]}"; do
   if complete "$ref"; then echo "· $p: $ref is complete: skipped"; continue; fi
   n=$parallel
   [[ $p == kth-unshaped ]] && n=1
-  par=(); ((n > 1)) && par=(--parallel "$n")
+  par=(); [[ $n == auto ]] || ((n > 1)) && par=(--parallel "$n")
   folder=$(ls -d "$work/$p"/*/ 2>/dev/null | tail -1 || true)
   if [[ -n $folder ]] && complete "$folder"; then
     echo "· $p: $folder is complete: publishing it"
