@@ -96,7 +96,12 @@ def _not_the_page(data: dict[str, Any]) -> str:
     codes = [w.strip(".,;:()") for w in text.split() if w.strip(".,;:()").startswith("ERR_")]
     if href.startswith("chrome-error:") or codes:
         return f"the browser showed its error page, not the test page: {codes[0] if codes else text[:200] or '?'}"
-    return (f"the test page did not run in the browser (its document at {href or '?'} is "
+    nav = data["nav"][0] if data.get("nav") else {}
+    got = (f"HTTP {nav.get('responseStatus', '?')} over {nav.get('nextHopProtocol') or '?'}, "
+           f"{nav.get('decodedBodySize', '?')} bytes")
+    if text.startswith("quiclab test page"):  # the document's first paragraph came, its script did not run
+        return f"the test page's script did not run: its document ({got}) was cut short or its script failed"
+    return (f"the test page did not run in the browser (its document at {href or '?'}, {got}, is "
             f"{data.get('type') or 'unknown'}: is index.html served as text/html?)")
 
 
