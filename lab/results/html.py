@@ -9,6 +9,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from lab.results.headline import HEADLINE_NOTE, sentences
 from lab.results.schema import RunRecord
 from lab.results.stats import censored_runs, excluded_runs, exclusion_reason, ratios, summarize
 from lab.results.summary import (
@@ -133,18 +134,22 @@ def report_html(records: Sequence[RunRecord], manifest: dict[str, Any], plot_dir
     name = header_items(records, manifest)[0][1]
     rat = ratios(records)
     check = self_check_table(manifest)
+    short = sentences(records)
     sections = [
         f"<h1>quiclab sweep {escape(name)}</h1>",
         '<p class="note">HTTP/3 (QUIC) against HTTP/1.1 and HTTP/2 (TCP) through an emulated link.</p>',
-        "<h2>Sweep</h2>", _manifest_section(records, manifest),
+        "<h2>In short</h2>", f'<p class="note">{escape(HEADLINE_NOTE)}</p>',
+        "<ul>" + "".join(f"<li>{escape(t)}</li>" for t in short) + "</ul>" if short
+        else "<p>No HTTP/3 and TCP runs to compare.</p>",
+        "<h2>Plots</h2>",
+        f'<div class="plot">{inline_svg(plot_dir / "goodput.svg")}</div>',
+        f'<div class="plot">{inline_svg(plot_dir / "time.svg")}</div>',
         "<h2>Transfer time and goodput per method</h2>", f'<p class="note">{escape(CI_NOTE)}</p>',
         html_table(stats_table(summarize(records))) if records else "<p>No runs.</p>",
         f'<p class="warn">{escape(drops)}</p>' if (drops := receiver_drops_note(records)) else "",
         "<h2>HTTP/3 vs TCP</h2>", f'<p class="note">{escape(RATIO_NOTE)}</p>',
         html_table(ratio_table(rat)) if rat else "<p>No HTTP/3 and TCP runs to compare.</p>",
-        "<h2>Plots</h2>",
-        f'<div class="plot">{inline_svg(plot_dir / "goodput.svg")}</div>',
-        f'<div class="plot">{inline_svg(plot_dir / "time.svg")}</div>',
+        "<h2>Sweep</h2>", _manifest_section(records, manifest),
         _cc_section(records),
         "<h2>Runs that did not complete</h2>", _censored_section(records),
         "<h2>Excluded runs</h2>", _excluded_section(records),
