@@ -1,0 +1,390 @@
+"""One run's explanation from its evidence (sans-IO: packets and tshark rows in, an Explanation out)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lab.evidence.pcap import Packet
+from lab.explain import path as pathmod
+from lab.explain.model import (
+    Direction,
+    Explanation,
+    Figure,
+    Handshake,
+    LossRecovery,
+    PathTruth,
+    Reason,
+    Window,
+)
+from lab.explain.rows import H2_HEADERS, H3_HEADERS, HS_FINISHED, QUIC_RETRY, Row
+
+#: A gap between two client packets before the request of at least this share of the minimum RTT is a round trip
+#: the client spent waiting for the server.
+WAIT_SHARE = 0.8
+#: An episode's bytes in flight fell if its peak one RTT after detection is below this share of the peak before.
+FLIGHT_FELL = 0.85
+EXPECTED_ROUND_TRIPS = {"tcp": 2, "quic": 1}
+
+
+@dataclass
+class RunInputs:
+    run_key: str
+    protocol: str
+    client_side: list[Packet] | None  # the router's client-side capture (None: there is none)
+    server_side: list[Packet] | None
+    client_rows: list[Row]  # tshark's rows of client-side.pcap, decrypted with keys.log
+    server_rows: list[Row]
+    configured_rtt_s: float | None = None
+    counter_drops: tuple[int | None, int | None] = (None, None)  # the emulator's drops (down, up) over the run
+    problems: list[str] = field(default_factory=list)  # e.g. a capture cut short: the run is not explainable
+
+
+def _fig(value: float | int | None, unit: str = "", source: str = "pcap", note: str = "") -> Figure:
+    if isinstance(value, float):
+        value = round(value, 3)
+    return Figure(value=value, unit=unit, source=source, note=note)  # type: ignore[arg-type]
+
+
+def _ms(s: float | None) -> float | None:
+    return None if s is None else s * 1000
+
+
+def explain(inp: RunInputs) -> Explanation:
+    transport = "quic" if inp.protocol == "h3" else "tcp"
+    bad = Explanation.unexplainable(inp.run_key, inp.protocol, "")
+    if inp.problems:
+        bad.why = "; ".join(inp.problems)
+        return bad
+    if not inp.client_side or not inp.client_rows:
+        bad.why = "no client-side capture with packets (was the run captured with --capture pcap?)"
+        return bad
+    client_ip = inp.client_side[0].src
+    t0 = inp.client_side[0].time
+    c_from = [r for r in inp.client_rows if r.src == client_ip]
+    req = next((r for r in c_from if _is_request(r, transport)), None)
+    if req is None:
+        bad.why = ("the capture could not be decrypted: no HTTP request is visible in it (keys.log missing, empty "
+                   "or not this connection's)")
+        return bad
+    down = up = None
+    if inp.server_side:
+        if len(inp.server_side) != len(inp.server_rows):
+            bad.why = (f"server-side.pcap: tshark read {len(inp.server_rows)} frames, the pcap reader "
+                       f"{len(inp.server_side)}: the rows cannot be lined up with the packets")
+            return bad
+        down, up = pathmod.directions(inp.client_side, inp.server_side, client_ip)
+    min_rtt = _min_rtt(inp, client_ip, transport)
+    hs = _handshake(inp, transport, client_ip, t0, req, min_rtt, down, up)
+    pt = _path(inp, min_rtt, down, up)
+    e = Explanation(run_key=inp.run_key, protocol=inp.protocol, transport=transport,  # type: ignore[arg-type]
+                    status="explained", handshake=hs, path=pt)
+    invalid = [f"{name}: {d.dropped.value} drops counted from the captures, the emulator counted "
+               f"{d.emulator_dropped.value}" for name, d in (("down", pt.down), ("up", pt.up))
+               if d is not None and d.agree is False]
+    if invalid:
+        e.status, e.why = "invalid", ("the captures and the emulator's counters disagree by more than "
+                                      f"{pathmod.AGREEMENT:.0%}: " + "; ".join(invalid))
+        return e
+    if down is not None and inp.server_side is not None:
+        arrival = _arrivals(inp.server_side, down, client_ip)
+        losses = _losses(inp, transport, client_ip, arrival, t0)
+        e.loss = losses.record
+        e.window = _window(inp, transport, client_ip, losses, min_rtt)
+    e.reasons = _reasons(e, inp)
+    return e
+
+
+def _is_request(r: Row, transport: str) -> bool:
+    if transport == "tcp":
+        return H2_HEADERS in r.h2_types or r.http_request
+    return H3_HEADERS in r.h3_types or any(sid % 4 == 0 for sid in r.stream_ids if r.short)
+
+
+def _is_response(r: Row, transport: str) -> bool:
+    if transport == "tcp":
+        return H2_HEADERS in r.h2_types or r.http_response
+    return H3_HEADERS in r.h3_types
+
+
+def _min_rtt(inp: RunInputs, client_ip: str, transport: str) -> float | None:
+    """The smallest round trip seen: the first client packet to the server's first answer (client side), and
+    per-packet acknowledgment times (TCP: tshark's ack_rtt on both captures; QUIC: 1-RTT packet numbers and the
+    client's largest acknowledged, server side)."""
+    cands: list[float] = []
+    rows = inp.client_rows
+    first_server = next((r for r in rows if r.src != client_ip), None)
+    if first_server is not None:
+        cands.append(first_server.time - rows[0].time)
+    if transport == "tcp":
+        # ACKs that crossed the emulator: the server's in the client-side capture, the client's in the server-side
+        cands += [r.ack_rtt for r in inp.client_rows if r.src != client_ip and r.ack_rtt is not None]
+        cands += [r.ack_rtt for r in inp.server_rows if r.src == client_ip and r.ack_rtt is not None]
+    else:
+        sent: dict[int, float] = {}
+        for r in inp.server_rows:
+            if r.src != client_ip and r.short and not r.long_types:
+                for pn in r.pns:
+                    sent.setdefault(pn, r.time)
+            elif r.src == client_ip and r.short and not r.long_types:
+                cands += [r.time - sent[a] for a in r.acked if a in sent]
+    cands = [c for c in cands if c > 0]
+    return min(cands) if cands else None
+
+
+def _handshake(inp: RunInputs, transport: str, client_ip: str, t0: float, req: Row, min_rtt: float | None,
+               down: pathmod.Matched | None, up: pathmod.Matched | None) -> Handshake:
+    rows = inp.client_rows
+    times = [r.time for r in rows if r.src == client_ip and r.time <= req.time]
+    gaps = np.diff(np.array(times)) if len(times) > 1 else np.array([])
+    waits = int(np.count_nonzero(gaps >= WAIT_SHARE * min_rtt)) if min_rtt else None
+    expected = EXPECTED_ROUND_TRIPS[transport]
+    fin = next((r for r in rows if r.src == client_ip and HS_FINISHED in r.hs_types), None)
+    resp = next((r for r in rows if r.src != client_ip and _is_response(r, transport)), None)
+    if resp is None and transport == "quic":  # HEADERS not dissected (e.g. re-sent): data on a request stream
+        resp = next((r for r in rows if r.src != client_ip and any(s % 4 == 0 for s in r.stream_ids)), None)
+    reasons: list[str] = []
+    if waits is not None and waits > expected:
+        if any(QUIC_RETRY in r.long_types for r in rows if r.src != client_ip and r.time <= req.time):
+            reasons.append("the server sent a Retry (address validation): one more round trip")
+        lost = [(name, sum(1 for p, a in zip(m.sent, m.arrival, strict=True) if a is None and p.time <= req.time))
+                for name, m in (("server->client", down), ("client->server", up)) if m is not None]
+        lost_txt = ", ".join(f"{n} {name}" for name, n in lost if n)
+        if lost_txt:
+            reasons.append(f"handshake packets dropped by the emulator before the request: {lost_txt}")
+        if not reasons and transport == "quic":
+            sb = sum(r.udp_len for r in rows if r.src != client_ip and r.time <= req.time)
+            cb = sum(r.udp_len for r in rows if r.src == client_ip and r.time <= req.time)
+            reasons.append(f"no loss and no Retry: the server waited for the client (the 3x amplification limit "
+                           f"with a large certificate chain?): {sb} bytes from the server for {cb} from the client")
+        if not reasons:
+            reasons.append("not visible in the capture")
+    return Handshake(
+        round_trips=_fig(waits, "round trips", note="client waits of at least "
+                         f"{WAIT_SHARE:g} x the minimum RTT before its request left (client-side capture)"),
+        expected_round_trips=expected,
+        handshake_ms=_fig(_ms(fin.time - t0) if fin else None, "ms",
+                          note="first client packet to the client's TLS Finished"),
+        ttfb_ms=_fig(_ms(resp.time - t0) if resp else None, "ms",
+                     note="first client packet to the response's HEADERS reaching the client"),
+        extra_reasons=reasons)
+
+
+def _path(inp: RunInputs, min_rtt: float | None, down: pathmod.Matched | None,
+          up: pathmod.Matched | None) -> PathTruth:
+    caps = ["client-side.pcap"] + (["server-side.pcap"] if inp.server_side else [])
+    pt = PathTruth(min_rtt_ms=_fig(_ms(min_rtt), "ms", note="smallest handshake or acknowledgment round trip"),
+                   configured_rtt_ms=_fig(_ms(inp.configured_rtt_s), "ms", source="runs.csv"), captures=caps)
+    if down is None or up is None:
+        pt.note = "only the client-side capture exists: the emulator's drops cannot be counted from the captures"
+        return pt
+    dirs = []
+    for m, counter in ((down, inp.counter_drops[0]), (up, inp.counter_drops[1])):
+        d = Direction(sent=_fig(len(m.sent), "packets"), delivered=_fig(m.delivered, "packets"),
+                      dropped=_fig(m.dropped, "packets", note=(
+                          f"{m.unmatched_arrivals} packets left the emulator that never entered it"
+                          if m.unmatched_arrivals else "")),
+                      emulator_dropped=_fig(counter, "packets", source="emulator counters",
+                                            note="" if counter is not None else "the run recorded no counters"),
+                      agree=None if counter is None else pathmod.agree(m.dropped, counter))
+        dirs.append(d)
+    pt.down, pt.up = dirs
+    return pt
+
+
+def _arrivals(server_side: Sequence[Packet], down: pathmod.Matched, client_ip: str) -> list[float | None]:
+    """Per server-side frame (by index): when it reached the client's side (None: dropped or not downlink)."""
+    it = iter(down.arrival)
+    return [next(it) if p.dst == client_ip else None for p in server_side]
+
+
+@dataclass
+class Losses:
+    record: LossRecovery
+    lost_sent_detect: list[tuple[float, float]]  # per lost data packet: (sent, first re-send) times
+
+
+@dataclass
+class _Sent:
+    row: Row
+    arrival: float | None
+    ranges: list[tuple[int, int, int]]  # (stream id or 0 for TCP, start offset, end offset)
+
+
+def _data_sent(inp: RunInputs, transport: str, client_ip: str, arrival: list[float | None]) -> list[_Sent]:
+    out = []
+    for r in inp.server_rows:
+        if r.src == client_ip:
+            continue
+        if transport == "tcp":
+            rng = [(0, r.tcp_seq - 1, r.tcp_seq - 1 + r.tcp_len)] if r.tcp_len > 0 else []
+        else:
+            rng = [(sid, off, off + n) for sid, off, n in r.streams() if n > 0]
+        if rng:
+            out.append(_Sent(r, arrival[r.number - 1], rng))
+    return out
+
+
+def _covers(s: _Sent, sid: int, off: int) -> bool:
+    return any(i == sid and a <= off < b for i, a, b in s.ranges)
+
+
+def _losses(inp: RunInputs, transport: str, client_ip: str, arrival: list[float | None], t0: float) -> Losses:
+    sent = _data_sent(inp, transport, client_ip, arrival)
+    hi: dict[int, int] = {}
+    delivered: dict[int, list[tuple[int, int]]] = {}
+    retx = retx_bytes = spurious = 0
+    for s in sent:
+        old = 0
+        spur = False
+        for sid, a, b in s.ranges:
+            h = hi.get(sid, 0)
+            if a < h:
+                old += min(b, h) - a
+                spur |= any(da <= a and db >= min(b, h) for da, db in delivered.get(sid, []))
+            hi[sid] = max(h, b)
+        if old:
+            retx += 1
+            retx_bytes += old
+            spurious += spur
+        if s.arrival is not None:
+            for sid, a, b in s.ranges:
+                delivered.setdefault(sid, []).append((a, b))
+    lost = [s for s in sent if s.arrival is None]
+    pairs: list[tuple[float, float]] = []
+    for i, s in enumerate(sent):
+        if s.arrival is None:
+            sid, off, _ = s.ranges[0]
+            again = next((x for x in sent[i + 1:] if _covers(x, sid, off)), None)
+            if again is not None:
+                pairs.append((s.row.time, again.row.time))
+    first = lost[0] if lost else None
+    repair = None
+    if first is not None:
+        sid, off, _ = first.ranges[0]
+        k = sent.index(first)
+        fix = next((x for x in sent[k + 1:] if x.arrival is not None and _covers(x, sid, off)), None)
+        repair = None if fix is None or fix.arrival is None else fix.arrival - first.row.time
+    tshark_spurious = sum(1 for r in inp.server_rows if r.src != client_ip and r.spurious)
+    unit = "bytes of the TCP stream" if transport == "tcp" else "bytes of its stream"
+    rec = LossRecovery(
+        data_packets=_fig(len(sent), "packets"),
+        data_packets_lost=_fig(len(lost), "packets", note="sent by the server, never left the emulator"),
+        retransmissions=_fig(retx, "packets", note=(
+            "data packets re-sending bytes below the highest offset sent"
+            + (f"; tshark flags {sum(1 for r in inp.server_rows if r.src != client_ip and r.retransmission)}"
+               if transport == "tcp" else ""))),
+        bytes_retransmitted=_fig(retx_bytes, "bytes"),
+        spurious_retransmissions=_fig(spurious, "packets", note=(
+            "re-sent bytes an earlier delivered packet had carried (matched across the captures)"
+            + (f"; tshark's spurious flag: {tshark_spurious}" if transport == "tcp" else ""))),
+        first_loss_offset=_fig(first.ranges[0][1] if first else None, unit,
+                               note=f"stream {first.ranges[0][0]}" if first and transport == "quic" else ""),
+        first_loss_ms=_fig(_ms(first.row.time - t0) if first else None, "ms",
+                           note="when the server sent it, from the first client packet"),
+        first_loss_repair_ms=_fig(_ms(repair), "ms", note="its bytes first reached the client after this"))
+    return Losses(rec, pairs)
+
+
+def _flight(inp: RunInputs, transport: str, client_ip: str) -> list[tuple[float, float]]:
+    if transport == "tcp":
+        return [(r.time, float(r.bytes_in_flight)) for r in inp.server_rows
+                if r.src != client_ip and r.bytes_in_flight is not None]
+    out: list[tuple[float, float]] = []
+    unacked: dict[int, int] = {}
+    largest = -1
+    for r in inp.server_rows:
+        if not r.short or r.long_types:
+            continue
+        if r.src == client_ip:
+            largest = max([largest, *r.acked])
+            for pn in [pn for pn in unacked if pn <= largest]:
+                del unacked[pn]
+        elif r.pns:
+            unacked[r.pns[-1]] = r.udp_len
+            out.append((r.time, float(sum(unacked.values()))))
+    return out
+
+
+def episodes(lost_sent_detect: Sequence[tuple[float, float]]) -> list[float]:
+    """Detection times of the loss episodes: a loss starts a new one (one window reduction, RFC 6675/9002) only
+    if its packet was sent after the current episode began."""
+    starts: list[float] = []
+    for sent_t, detect_t in sorted(lost_sent_detect, key=lambda x: x[1]):
+        if not starts or sent_t > starts[-1]:
+            starts.append(detect_t)
+    return starts
+
+
+def _window(inp: RunInputs, transport: str, client_ip: str, losses: Losses, min_rtt: float | None) -> Window:
+    starts = episodes(losses.lost_sent_detect)
+    flight = _flight(inp, transport, client_ip)
+    fell = None
+    if flight and min_rtt:
+        t = np.array([x[0] for x in flight])
+        f = np.array([x[1] for x in flight])
+        fell = 0
+        for d in starts:
+            before = f[(t >= d - min_rtt) & (t <= d)]
+            after = f[(t >= d + min_rtt) & (t <= d + 2 * min_rtt)]
+            if before.size and after.size and after.max() < FLIGHT_FELL * before.max():
+                fell += 1
+    wf = zf = None
+    share = None
+    if transport == "tcp":
+        data = [r for r in inp.server_rows if r.src != client_ip and r.tcp_len > 0]
+        wf = sum(1 for r in data if r.window_full)
+        zf = sum(1 for r in inp.server_rows if r.src == client_ip and r.zero_window)
+        if len(data) > 1 and data[-1].time > data[0].time:
+            times = np.array([r.time for r in data])
+            gaps = np.diff(times)
+            full = np.array([r.window_full for r in data[:-1]])
+            share = float(gaps[full].sum() / (times[-1] - times[0]))
+    note_tcp = "" if transport == "tcp" else "TCP only"
+    return Window(
+        loss_episodes=_fig(len(starts), "reductions", note="inferred: one per round of loss (RFC 6675/9002)"),
+        flight_reductions=_fig(fell, "episodes", note=(
+            f"bytes in flight one RTT after detection below {FLIGHT_FELL:g} x the RTT before"
+            + ("; tshark tcp.analysis.bytes_in_flight" if transport == "tcp"
+               else "; 1-RTT packets above the client's largest acknowledged"))),
+        window_full=_fig(wf, "segments", note=note_tcp or "tshark tcp.analysis.window_full"),
+        zero_window=_fig(zf, "advertisements", note=note_tcp or "tshark tcp.analysis.zero_window"),
+        flow_control_limited_share=_fig(share, "share", note=note_tcp or
+                                        "time from a window-full segment to the next data segment"))
+
+
+def _reasons(e: Explanation, inp: RunInputs) -> list[Reason]:
+    out: list[Reason] = []
+    hs, pt, lr, w = e.handshake, e.path, e.loss, e.window
+    rtt = pt.min_rtt_ms.value if pt else None
+    if hs and hs.round_trips.value is not None:
+        extra = int(hs.round_trips.value) - hs.expected_round_trips
+        if extra > 0:
+            out.append(Reason(text=f"handshake: {hs.round_trips.value} round trips before the request (expected "
+                                   f"{hs.expected_round_trips}): {'; '.join(hs.extra_reasons)}",
+                              cost_ms=extra * rtt if rtt else None))
+        else:
+            out.append(Reason(text=f"handshake: {hs.round_trips.value} round trips before the request, "
+                                   f"TTFB {hs.ttfb_ms.value} ms", cost_ms=0.0))
+    if lr and lr.data_packets_lost.value:
+        out.append(Reason(text=(
+            f"loss: {lr.data_packets_lost.value} of {lr.data_packets.value} server data packets dropped, "
+            f"{lr.bytes_retransmitted.value} bytes retransmitted ({lr.spurious_retransmissions.value} spurious); "
+            f"first loss at offset {lr.first_loss_offset.value} after {lr.first_loss_ms.value} ms, repaired in "
+            f"{lr.first_loss_repair_ms.value} ms"), cost_ms=lr.first_loss_repair_ms.value))
+    elif lr:
+        out.append(Reason(text=f"no server data packet was dropped; {lr.bytes_retransmitted.value} bytes "
+                               "retransmitted", cost_ms=0.0))
+    if w and w.loss_episodes.value:
+        fell = w.flight_reductions.value
+        out.append(Reason(text=(f"window: {w.loss_episodes.value} loss episodes (inferred reductions); bytes in "
+                                f"flight fell after {fell if fell is not None else '?'} of them"), cost_ms=None))
+    if w and w.flow_control_limited_share.value:
+        out.append(Reason(text=(f"flow control: the receiver's window was full {w.window_full.value} times, "
+                                f"{w.flow_control_limited_share.value:.0%} of the transfer"), cost_ms=None))
+    if pt and pt.min_rtt_ms.value is not None and pt.configured_rtt_ms.value:
+        out.append(Reason(text=f"path: minimum RTT seen {pt.min_rtt_ms.value} ms, configured "
+                               f"{pt.configured_rtt_ms.value} ms", cost_ms=None))
+    return sorted(out, key=lambda r: -(r.cost_ms or 0.0))

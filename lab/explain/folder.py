@@ -1,0 +1,94 @@
+"""The runs of a finished sweep folder explained: each run with captures gets `explain.json` beside them.
+
+`explain_run` takes the function that produces tshark's rows of a capture (`tshark.fields` on the lab; tests pass
+committed tshark output), so everything here but that function is sans-IO apart from reading and writing files.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+from lab.evidence.pcap import Packet, PcapError, read_pcap
+from lab.explain.analyze import RunInputs, explain
+from lab.explain.model import EXPLAIN_JSON, Explanation
+from lab.explain.rows import parse
+from lab.results.schema import RunRecord
+
+#: (pcap, keylog or None) -> tshark's FIELDS text
+TsharkFields = Callable[[Path, Path | None], str]
+CLIENT_PCAP, SERVER_PCAP, KEYS = "client-side.pcap", "server-side.pcap", "keys.log"
+
+
+def cut_short(data: bytes) -> str | None:
+    """Why a classic pcap file is incomplete (a record cut off at the end), or None when it is whole."""
+    if len(data) < 24:
+        return "shorter than its 24-byte header"
+    endian = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    off, n = 24, 0
+    while off < len(data):
+        if off + 16 > len(data):
+            return f"cut short in a record header after {n} whole packets"
+        incl = struct.unpack(endian + "I", data[off + 8:off + 12])[0]
+        if off + 16 + incl > len(data):
+            return f"cut short in the middle of packet {n + 1} (after {n} whole packets)"
+        off += 16 + incl
+        n += 1
+    return None
+
+
+def evidence_dir(folder: Path, record: RunRecord) -> Path | None:
+    """The run's evidence folder (where its client-side.pcap is), or None if the run has no capture."""
+    pcap = next((p for p in record.evidence.split() if Path(p).name == CLIENT_PCAP), None)
+    return (folder / pcap).parent if pcap else None
+
+
+def _packets(path: Path, problems: list[str]) -> list[Packet] | None:
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    why = cut_short(data)
+    if why:
+        problems.append(f"{path.name} is {why}")
+        return None
+    try:
+        return read_pcap(data)
+    except PcapError as e:
+        problems.append(f"{path.name}: {e}")
+        return None
+
+
+def _drops(a: int | None, b: int | None) -> int | None:
+    return None if a is None and b is None else (a or 0) + (b or 0)
+
+
+def explain_run(record: RunRecord, evdir: Path, tshark: TsharkFields) -> Explanation:
+    """One run's explanation from the files in `evdir` (not written)."""
+    problems: list[str] = []
+    keys = evdir / KEYS
+    if not keys.is_file() or not keys.read_text(encoding="utf-8", errors="replace").strip():
+        problems.append("no TLS key log (keys.log) beside the capture: it cannot be decrypted "
+                        "(capture with --capture pcap,keylog)")
+    client = _packets(evdir / CLIENT_PCAP, problems)
+    server = _packets(evdir / SERVER_PCAP, problems)
+    if client is None and not problems:
+        problems.append(f"no {CLIENT_PCAP} in {evdir}")
+    if problems:
+        return Explanation.unexplainable(record.run_key, record.protocol, "; ".join(problems))
+    inp = RunInputs(
+        run_key=record.run_key, protocol=record.protocol, client_side=client, server_side=server,
+        client_rows=parse(tshark(evdir / CLIENT_PCAP, keys)),
+        server_rows=parse(tshark(evdir / SERVER_PCAP, keys)) if server is not None else [],
+        configured_rtt_s=record.rtt_s,
+        counter_drops=(_drops(record.link_down_loss_drops, record.link_down_queue_drops),
+                       _drops(record.link_up_loss_drops, record.link_up_queue_drops)))
+    return explain(inp)
+
+
+def write(evdir: Path, e: Explanation) -> Path:
+    path = evdir / EXPLAIN_JSON
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(e.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,87 @@
+"""The explanation record of one run (`explain.json`): every figure carries its source."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Source = Literal["pcap", "emulator counters", "qlog", "ss", "runs.csv"]
+Status = Literal["explained", "invalid", "not explainable"]
+EXPLAIN_JSON = "explain.json"
+
+
+class Figure(BaseModel):
+    """One number with its unit and where it comes from (`value` None: not visible in this run's evidence)."""
+
+    value: float | int | None
+    unit: str = ""
+    source: Source = "pcap"
+    note: str = ""
+
+
+class Handshake(BaseModel):
+    round_trips: Figure  # client waits of at least ~one RTT before the request left (TCP+TLS 1.3: 2, QUIC: 1)
+    expected_round_trips: int
+    handshake_ms: Figure  # first client packet -> the client's TLS Finished
+    ttfb_ms: Figure  # first client packet -> the first response HEADERS reaching the client
+    extra_reasons: list[str] = []
+
+
+class Direction(BaseModel):
+    sent: Figure  # packets seen entering the emulator (on the sender's side of the router)
+    delivered: Figure  # ... and leaving it (on the receiver's side)
+    dropped: Figure  # sent - delivered (matched packet by packet)
+    emulator_dropped: Figure  # the emulator's own counters (loss + queue drops) over the run
+    agree: bool | None = None  # None: the run recorded no counters
+
+
+class PathTruth(BaseModel):
+    min_rtt_ms: Figure
+    configured_rtt_ms: Figure
+    down: Direction | None = None  # server -> client
+    up: Direction | None = None
+    captures: list[str] = []  # which capture points existed
+    note: str = ""
+
+
+class LossRecovery(BaseModel):
+    data_packets: Figure  # server packets carrying data (TCP payload / QUIC STREAM frames)
+    data_packets_lost: Figure  # of those, dropped by the emulator (matched across the two captures)
+    retransmissions: Figure  # server data packets that re-sent data
+    bytes_retransmitted: Figure
+    spurious_retransmissions: Figure  # re-sent data whose earlier copy had reached the client
+    first_loss_offset: Figure  # data offset (TCP: bytes after the SYN; QUIC: stream offset) of the first lost packet
+    first_loss_ms: Figure  # its send time from the first client packet
+    first_loss_repair_ms: Figure  # first loss -> the first copy of those bytes reaching the client
+
+
+class Window(BaseModel):
+    loss_episodes: Figure  # inferred congestion-window reductions (one per round of loss, RFC 6675/9002)
+    flight_reductions: Figure  # episodes after which the sender's bytes in flight fell below 85 % of before
+    window_full: Figure  # TCP: segments that filled the receiver's window (tshark tcp.analysis.window_full)
+    zero_window: Figure  # TCP: zero-window advertisements from the client
+    flow_control_limited_share: Figure  # TCP: share of the transfer spent after a window-full segment
+
+
+class Reason(BaseModel):
+    text: str
+    cost_ms: float | None = None  # what it cost, where it can be put in time (for the ranking)
+
+
+class Explanation(BaseModel):
+    run_key: str
+    protocol: str
+    transport: Literal["tcp", "quic"]
+    status: Status
+    why: str = ""  # why it is invalid or not explainable
+    handshake: Handshake | None = None
+    path: PathTruth | None = None
+    loss: LossRecovery | None = None
+    window: Window | None = None
+    reasons: list[Reason] = Field(default_factory=list)
+
+    @classmethod
+    def unexplainable(cls, run_key: str, protocol: str, why: str) -> Explanation:
+        return cls(run_key=run_key, protocol=protocol, transport="quic" if protocol == "h3" else "tcp",
+                   status="not explainable", why=why)

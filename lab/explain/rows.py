@@ -1,0 +1,103 @@
+"""tshark's field rows of a run's capture (decrypted with its key log), parsed (sans-IO: text in, rows out).
+
+tshark runs with `-T fields -E separator=/t -E occurrence=a -E aggregator=;` and FIELDS in this order; one line
+per frame. Multi-valued fields (coalesced QUIC packets, several frames in one packet) are `;`-joined.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+FIELDS = ("frame.number", "frame.time_epoch", "ip.src", "tcp.len", "tcp.seq", "tcp.analysis.retransmission",
+          "tcp.analysis.fast_retransmission", "tcp.analysis.spurious_retransmission",
+          "tcp.analysis.window_full", "tcp.analysis.zero_window", "tcp.analysis.bytes_in_flight",
+          "tcp.analysis.ack_rtt", "tls.handshake.type", "http2.type", "http.request", "http.response",
+          "udp.length", "quic.header_form", "quic.long.packet_type", "quic.packet_number", "quic.stream.stream_id",
+          "quic.stream.offset", "quic.stream.length", "quic.ack.largest_acknowledged", "http3.frame_type")
+HS_FINISHED = 20
+H2_HEADERS = 1
+H3_HEADERS = 1
+QUIC_RETRY = 3
+
+
+def _ints(v: str) -> list[int]:
+    out = []
+    for x in v.split(";"):
+        x = x.strip()
+        if x:
+            try:
+                out.append(int(x, 0))
+            except ValueError:
+                continue
+    return out
+
+
+def _float(v: str) -> float | None:
+    try:
+        return float(v.split(";")[0]) if v else None
+    except ValueError:
+        return None
+
+
+@dataclass
+class Row:
+    number: int
+    time: float  # epoch seconds (the router's clock, as in the pcap)
+    src: str
+    tcp_len: int = 0
+    tcp_seq: int = 0  # relative (tshark)
+    retransmission: bool = False
+    fast_retransmission: bool = False
+    spurious: bool = False
+    window_full: bool = False
+    zero_window: bool = False
+    bytes_in_flight: int | None = None
+    ack_rtt: float | None = None
+    hs_types: list[int] = field(default_factory=list)
+    h2_types: list[int] = field(default_factory=list)
+    http_request: bool = False
+    http_response: bool = False
+    udp_len: int = 0
+    long_types: list[int] = field(default_factory=list)  # QUIC long header packet types of the datagram
+    short: bool = False  # the datagram holds a 1-RTT (short header) packet
+    pns: list[int] = field(default_factory=list)
+    stream_ids: list[int] = field(default_factory=list)
+    stream_offsets: list[int] = field(default_factory=list)
+    stream_lengths: list[int] = field(default_factory=list)
+    acked: list[int] = field(default_factory=list)  # largest acknowledged of each ACK frame
+    h3_types: list[int] = field(default_factory=list)
+
+    def streams(self) -> list[tuple[int, int, int]]:
+        """(stream id, offset, length) of its STREAM frames; offsets absent (no OFF bit) read as 0 only when
+        every frame lacks one (tshark leaves absent fields out, so partial lists cannot be lined up)."""
+        ids, offs, lens = self.stream_ids, self.stream_offsets, self.stream_lengths
+        if not ids or len(lens) != len(ids):
+            return []
+        if not offs:
+            offs = [0] * len(ids)
+        if len(offs) != len(ids):
+            return []
+        return list(zip(ids, offs, lens, strict=True))
+
+
+def parse(text: str) -> list[Row]:
+    """tshark's output (FIELDS columns) -> rows; lines that are not rows are skipped."""
+    rows = []
+    for line in text.splitlines():
+        c = line.split("\t")
+        if len(c) < len(FIELDS):
+            continue
+        num, t = c[0], _float(c[1])
+        if not num.isdigit() or t is None:
+            continue
+        forms = [x for x in c[17].split(";") if x]
+        rows.append(Row(
+            number=int(num), time=t, src=c[2].split(";")[0], tcp_len=(_ints(c[3]) or [0])[0],
+            tcp_seq=(_ints(c[4]) or [0])[0], retransmission=bool(c[5]), fast_retransmission=bool(c[6]),
+            spurious=bool(c[7]), window_full=bool(c[8]), zero_window=bool(c[9]),
+            bytes_in_flight=(_ints(c[10]) or [None])[0], ack_rtt=_float(c[11]), hs_types=_ints(c[12]),
+            h2_types=_ints(c[13]), http_request=bool(c[14]), http_response=bool(c[15]),
+            udp_len=(_ints(c[16]) or [0])[0], long_types=_ints(c[18]),
+            short=any(f in ("0", "False") for f in forms), pns=_ints(c[19]), stream_ids=_ints(c[20]),
+            stream_offsets=_ints(c[21]), stream_lengths=_ints(c[22]), acked=_ints(c[23]), h3_types=_ints(c[24])))
+    return rows

@@ -1,0 +1,35 @@
+"""Runs tshark in the router container on one capture, decrypted with the run's key log (the only IO of the
+analysis; as lab/workloads/sessions.py does it)."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from pathlib import Path
+
+from python_on_whales.exceptions import DockerException
+
+from lab import config, docker
+from lab.errors import EnvironmentProblem
+from lab.explain.rows import FIELDS
+
+
+def fields(pcap: Path, keylog: Path | None) -> str:
+    """tshark's FIELDS text of `pcap` (one line per frame); `keylog` None: not decrypted."""
+    tag = uuid.uuid4().hex[:12]
+    rp, rk = f"/tmp/quiclab-explain-{tag}.pcap", f"/tmp/quiclab-explain-{tag}.keys"
+    d = docker.client()
+    keys = ["-o", f"tls.keylog_file:{rk}"] if keylog is not None else []
+    try:
+        d.container.copy(str(pcap), (config.ROUTER_CONTAINER, rp))
+        if keylog is not None:
+            d.container.copy(str(keylog), (config.ROUTER_CONTAINER, rk))
+        return docker.exec_in(config.ROUTER_CONTAINER, [
+            "tshark", "-n", "-r", rp, *keys, "-T", "fields", "-E", "separator=/t", "-E", "occurrence=a",
+            "-E", "aggregator=;", *(x for f in FIELDS for x in ("-e", f))], timeout_s=300)
+    except DockerException as e:
+        raise EnvironmentProblem(f"tshark in the router could not read {pcap}: "
+                                 f"{(e.stderr or '').strip()[:200] or e}") from None
+    finally:
+        with contextlib.suppress(DockerException, EnvironmentProblem):
+            docker.exec_in(config.ROUTER_CONTAINER, ["rm", "-f", rp, rk])
