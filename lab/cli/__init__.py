@@ -19,6 +19,7 @@ from lab.cli import (
     dashboard,
     docs,
     down,
+    explain,
     merge,
     presets,
     report,
@@ -45,7 +46,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 for module in (up, down, status, dashboard, run, shape, sweep, merge, presets, report, compare, reproduce, bench,
-               build, docs):
+               build, docs, explain):
     module.register(app)
 sweep.register_worker(app)
 

@@ -38,6 +38,8 @@ class RunInputs:
     client_rows: list[Row]  # tshark's rows of client-side.pcap, decrypted with keys.log
     server_rows: list[Row]
     configured_rtt_s: float | None = None
+    client_extras: list[bytes] = field(default_factory=list)  # per packet: IP ID and TCP options (path.header_extras)
+    server_extras: list[bytes] = field(default_factory=list)
     counter_drops: tuple[int | None, int | None] = (None, None)  # the emulator's drops (down, up) over the run
     problems: list[str] = field(default_factory=list)  # e.g. a capture cut short: the run is not explainable
 
@@ -75,7 +77,8 @@ def explain(inp: RunInputs) -> Explanation:
             bad.why = (f"server-side.pcap: tshark read {len(inp.server_rows)} frames, the pcap reader "
                        f"{len(inp.server_side)}: the rows cannot be lined up with the packets")
             return bad
-        down, up = pathmod.directions(inp.client_side, inp.server_side, client_ip)
+        down, up = pathmod.directions(inp.client_side, inp.server_side, client_ip, inp.client_extras,
+                                      inp.server_extras)
     min_rtt = _min_rtt(inp, client_ip, transport)
     hs = _handshake(inp, transport, client_ip, t0, req, min_rtt, down, up)
     pt = _path(inp, min_rtt, down, up)

@@ -10,9 +10,11 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
+from lab.errors import EnvironmentProblem, UsageError
 from lab.evidence.pcap import Packet, PcapError, read_pcap
 from lab.explain.analyze import RunInputs, explain
 from lab.explain.model import EXPLAIN_JSON, Explanation
+from lab.explain.path import header_extras
 from lab.explain.rows import parse
 from lab.results.schema import RunRecord
 
@@ -44,7 +46,7 @@ def evidence_dir(folder: Path, record: RunRecord) -> Path | None:
     return (folder / pcap).parent if pcap else None
 
 
-def _packets(path: Path, problems: list[str]) -> list[Packet] | None:
+def _packets(path: Path, problems: list[str]) -> tuple[list[Packet], list[bytes]] | None:
     if not path.is_file():
         return None
     data = path.read_bytes()
@@ -53,7 +55,7 @@ def _packets(path: Path, problems: list[str]) -> list[Packet] | None:
         problems.append(f"{path.name} is {why}")
         return None
     try:
-        return read_pcap(data)
+        return read_pcap(data), header_extras(data)
     except PcapError as e:
         problems.append(f"{path.name}: {e}")
         return None
@@ -74,10 +76,11 @@ def explain_run(record: RunRecord, evdir: Path, tshark: TsharkFields) -> Explana
     server = _packets(evdir / SERVER_PCAP, problems)
     if client is None and not problems:
         problems.append(f"no {CLIENT_PCAP} in {evdir}")
-    if problems:
+    if problems or client is None:
         return Explanation.unexplainable(record.run_key, record.protocol, "; ".join(problems))
     inp = RunInputs(
-        run_key=record.run_key, protocol=record.protocol, client_side=client, server_side=server,
+        run_key=record.run_key, protocol=record.protocol, client_side=client[0],
+        server_side=server[0] if server else None, client_extras=client[1], server_extras=server[1] if server else [],
         client_rows=parse(tshark(evdir / CLIENT_PCAP, keys)),
         server_rows=parse(tshark(evdir / SERVER_PCAP, keys)) if server is not None else [],
         configured_rtt_s=record.rtt_s,
@@ -92,3 +95,33 @@ def write(evdir: Path, e: Explanation) -> Path:
     tmp.write_text(e.model_dump_json(indent=2) + "\n", encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def captured_runs(folder: Path, records: list[RunRecord], run_key: str | None) -> list[tuple[RunRecord, Path]]:
+    """The runs of a sweep folder that have a client-side capture (only `run_key` if given); bad input is a
+    UsageError naming the value and what is allowed."""
+    runs = [(r, d) for r in records if (d := evidence_dir(folder, r)) is not None]
+    if not runs:
+        raise UsageError(f"no run in {folder} has captures: sweep with --capture pcap,keylog to explain its runs")
+    if run_key is None:
+        return runs
+    chosen = [(r, d) for r, d in runs if r.run_key == run_key]
+    if not chosen:
+        keys = [r.run_key for r, _ in runs]
+        shown = ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
+        raise UsageError(f"invalid --run {run_key!r}: the runs with captures in {folder} are {shown}")
+    return chosen
+
+
+def explain_folder(folder: Path, records: list[RunRecord], run_key: str | None,
+                   tshark: TsharkFields) -> list[Explanation]:
+    """Explain (and write explain.json for) the captured runs of a sweep folder."""
+    out = []
+    for record, evdir in captured_runs(folder, records, run_key):
+        e = explain_run(record, evdir, tshark)
+        try:
+            write(evdir, e)
+        except OSError as err:
+            raise EnvironmentProblem(f"cannot write {evdir / EXPLAIN_JSON}: {err.strerror or err}") from None
+        out.append(e)
+    return out

@@ -3,11 +3,14 @@
 The router captures on both of its lab interfaces: `server-side.pcap` sees what the server sent before the
 emulator (and what the emulator delivered to it), `client-side.pcap` the same at the client's side. A packet sent
 toward the client is matched, in order, with an identical packet (addresses, ports, TCP sequence/ack/flags,
-transport payload) leaving the emulator on the other side; one without a match was dropped by the emulator.
+transport payload, and the IP ID and TCP options read from the raw records: a TCP retransmission can repeat
+every other field of the copy it replaces) leaving the emulator on the other side; one without a match was dropped
+by the emulator.
 """
 
 from __future__ import annotations
 
+import struct
 from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,11 +21,31 @@ from lab.evidence.pcap import Packet
 #: is flagged invalid.
 AGREEMENT = 0.01
 
-Key = tuple[str, str, int, int, int, int, int, int, bytes]
+Key = tuple[str, str, int, int, int, int, int, int, bytes, bytes]
 
 
-def key(p: Packet) -> Key:
-    return (p.src, p.dst, p.proto, p.sport, p.dport, p.seq, p.ack, p.flags, p.payload)
+def key(p: Packet, extra: bytes = b"") -> Key:
+    return (p.src, p.dst, p.proto, p.sport, p.dport, p.seq, p.ack, p.flags, p.payload, extra)
+
+
+def header_extras(data: bytes) -> list[bytes]:
+    """Per record of a classic pcap (Ethernet or Linux cooked, IPv4): its IP ID and, for TCP, the TCP options
+    (timestamps): what tells a retransmission from the copy it repeats. Empty bytes for records that are not."""
+    endian = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    l2 = 16 if struct.unpack(endian + "I", data[20:24])[0] == 113 else 14
+    out, off = [], 24
+    while off + 16 <= len(data):
+        incl = struct.unpack(endian + "I", data[off + 8:off + 12])[0]
+        ip = data[off + 16 + l2:off + 16 + incl]
+        off += 16 + incl
+        if len(ip) < 20 or ip[0] >> 4 != 4:
+            out.append(b"")
+            continue
+        ihl = (ip[0] & 0x0F) * 4
+        l4 = ip[ihl:]
+        opts = l4[20:(l4[12] >> 4) * 4] if ip[9] == 6 and len(l4) >= 20 else b""
+        out.append(ip[4:6] + opts)
+    return out
 
 
 @dataclass
@@ -42,24 +65,32 @@ class Matched:
         return len(self.sent) - self.dropped
 
 
-def match(sent: Sequence[Packet], received: Sequence[Packet]) -> Matched:
-    """Match `sent` (the sender's side of the emulator) with `received` (its other side), in capture order."""
+Tagged = Sequence[tuple[Packet, bytes]]
+
+
+def match(sent: Tagged, received: Tagged) -> Matched:
+    """Match `sent` (the sender's side of the emulator) with `received` (its other side), in capture order;
+    each packet comes with its header extras (`header_extras`)."""
     waiting: dict[Key, deque[float]] = defaultdict(deque)
-    for p in received:
-        waiting[key(p)].append(p.time)
-    m = Matched(sent=list(sent))
-    for p in sent:
-        q = waiting.get(key(p))
+    for p, x in received:
+        waiting[key(p, x)].append(p.time)
+    m = Matched(sent=[p for p, _ in sent])
+    for p, x in sent:
+        q = waiting.get(key(p, x))
         m.arrival.append(q.popleft() if q else None)
     m.unmatched_arrivals = sum(len(q) for q in waiting.values())
     return m
 
 
-def directions(client_side: Sequence[Packet], server_side: Sequence[Packet],
-               client_ip: str) -> tuple[Matched, Matched]:
-    """(down: server -> client, up: client -> server)."""
-    down = match([p for p in server_side if p.dst == client_ip], [p for p in client_side if p.dst == client_ip])
-    up = match([p for p in client_side if p.src == client_ip], [p for p in server_side if p.src == client_ip])
+def directions(client_side: Sequence[Packet], server_side: Sequence[Packet], client_ip: str,
+               client_extras: Sequence[bytes] = (), server_extras: Sequence[bytes] = ()) -> tuple[Matched, Matched]:
+    """(down: server -> client, up: client -> server). Extras (one per packet) are used only when both captures
+    have them for every packet."""
+    both = len(client_extras) == len(client_side) and len(server_extras) == len(server_side)
+    c = list(zip(client_side, client_extras if both else [b""] * len(client_side), strict=True))
+    s = list(zip(server_side, server_extras if both else [b""] * len(server_side), strict=True))
+    down = match([x for x in s if x[0].dst == client_ip], [x for x in c if x[0].dst == client_ip])
+    up = match([x for x in c if x[0].src == client_ip], [x for x in s if x[0].src == client_ip])
     return down, up
 
 
