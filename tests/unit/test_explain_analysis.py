@@ -1,0 +1,209 @@
+"""lab/explain on two small captures made by the lab (tests/data/explain/sweep: curl -> nginx, 60 kB, 10 Mbit/s,
+40 ms RTT, 5 % loss, seed 3; router pcaps on both sides of the emulator and the client's key log), with tshark's
+field output committed beside them (`<side>.tsv` decrypted, `<side>.nokeys.tsv` without the key log), so no lab,
+docker or tshark is needed here.
+
+The expected values were counted by hand with tshark in the router, independently of lab/explain (which matches
+packets by payload): e.g. drops as the `diff` of (ip.id, tcp.seq, tcp.len) resp. (ip.id, udp.length,
+quic.packet_number) listed on both captures; retransmissions with `-Y "ip.src==10.71.52.10 &&
+tcp.analysis.retransmission"`; times with `-T fields -e frame.time_epoch` of the frames named below.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from lab.evidence.pcap import Packet
+from lab.explain import path as pathmod
+from lab.explain.analyze import episodes
+from lab.explain.folder import cut_short, evidence_dir, explain_run
+from lab.explain.model import Explanation
+from lab.explain.rows import parse
+from lab.results.report import load_sweep
+from lab.results.schema import RunRecord
+
+SWEEP = Path(__file__).parents[1] / "data" / "explain" / "sweep"
+
+
+def fixture_tshark(pcap: Path, keylog: Path | None) -> str:
+    return pcap.with_suffix(".tsv").read_text(encoding="utf-8")
+
+
+def nokeys_tshark(pcap: Path, keylog: Path | None) -> str:
+    return pcap.with_suffix(".nokeys.tsv").read_text(encoding="utf-8")
+
+
+def record(protocol: str) -> RunRecord:
+    records, _ = load_sweep(SWEEP)
+    return next(r for r in records if r.protocol == protocol)
+
+
+def copy_run(tmp_path: Path, protocol: str) -> tuple[RunRecord, Path]:
+    r = record(protocol)
+    src = evidence_dir(SWEEP, r)
+    assert src is not None
+    dest = tmp_path / src.name
+    shutil.copytree(src, dest)
+    return r, dest
+
+
+def explained(protocol: str) -> Explanation:
+    r = record(protocol)
+    d = evidence_dir(SWEEP, r)
+    assert d is not None
+    return explain_run(r, d, fixture_tshark)
+
+
+def test_h2_run_every_figure_against_the_hand_count():
+    e = explained("h2")
+    assert e.status == "explained" and e.transport == "tcp", e.why
+    hs = e.handshake
+    assert hs is not None
+    # SYN at client-side frame 1 (t=0), SYN/ACK 40.3 ms, client Finished frame 12, request HEADERS frame 13
+    assert hs.round_trips.value == 2 and hs.expected_round_trips == 2
+    assert hs.handshake_ms.value == pytest.approx(87.477, abs=0.002)  # frame 12: 1795507228.088725 - .001248
+    assert hs.ttfb_ms.value == pytest.approx(128.915, abs=0.002)  # frame 17: the response's HEADERS
+    assert hs.extra_reasons == []
+    pt = e.path
+    assert pt is not None and pt.down is not None and pt.up is not None
+    assert 40.0 <= (pt.min_rtt_ms.value or 0) <= 40.287  # never above the SYN -> SYN/ACK time
+    assert pt.configured_rtt_ms.value == 40.0 and pt.configured_rtt_ms.source == "runs.csv"
+    # 53 packets toward the client on the server side, 52 on the client side: seq 57773 (ip.id 0xff0d) missing
+    assert (pt.down.sent.value, pt.down.delivered.value, pt.down.dropped.value) == (53, 52, 1)
+    assert (pt.up.sent.value, pt.up.dropped.value) == (37, 2)  # ip.id 0x2984 and 0x298b (pure ACKs) missing
+    assert pt.down.emulator_dropped.value == 1 and pt.down.emulator_dropped.source == "emulator counters"
+    assert pt.down.agree and pt.up.agree
+    lr = e.loss
+    assert lr is not None
+    assert lr.data_packets.value == 48  # -Y "ip.src==10.71.52.10 && tcp.len>0"
+    assert lr.data_packets_lost.value == 1
+    assert (lr.retransmissions.value, lr.bytes_retransmitted.value) == (1, 1448)  # frame 81, seq 57773, len 1448
+    assert lr.spurious_retransmissions.value == 0
+    assert lr.first_loss_offset.value == 57772  # relative seq 57773 - 1 (the SYN's)
+    assert lr.first_loss_ms.value == pytest.approx(196.827, abs=0.002)  # server-side frame 64 at .198075
+    # its retransmission (server-side frame 81) reached the client side at .265213: 67.138 ms after frame 64
+    assert lr.first_loss_repair_ms.value == pytest.approx(67.138, abs=0.002)
+    w = e.window
+    assert w is not None and w.loss_episodes.value == 1
+    assert (w.window_full.value, w.zero_window.value) == (0, 0)
+    assert e.reasons and "1 of 48 server data packets dropped" in e.reasons[0].text
+
+
+def test_h3_run_every_figure_against_the_hand_count():
+    e = explained("h3")
+    assert e.status == "explained" and e.transport == "quic", e.why
+    hs = e.handshake
+    assert hs is not None
+    assert hs.round_trips.value == 1 and hs.expected_round_trips == 1
+    assert hs.handshake_ms.value == pytest.approx(46.241, abs=0.002)  # client Handshake Finished, frame 7
+    assert hs.ttfb_ms.value == pytest.approx(89.632, abs=0.002)  # server HTTP/3 HEADERS, frame 15
+    pt = e.path
+    assert pt is not None and pt.down is not None and pt.up is not None
+    assert 40.0 <= (pt.min_rtt_ms.value or 0) <= 44.985  # never above the first Initial -> server answer time
+    assert (pt.down.sent.value, pt.down.dropped.value) == (59, 1)  # 1-RTT packet number 43
+    assert (pt.up.sent.value, pt.up.dropped.value) == (36, 2)  # client packet numbers 14 and 21
+    assert pt.down.agree and pt.up.agree
+    lr = e.loss
+    assert lr is not None
+    assert lr.data_packets.value == 54  # -Y "ip.src==10.71.52.10 && quic.stream.length > 0"
+    assert lr.data_packets_lost.value == 1
+    # packet 43 carried stream 0 offset 48100 (1174 bytes); packet 54 (server-side frame 87) sent them again
+    assert (lr.retransmissions.value, lr.bytes_retransmitted.value) == (1, 1174)
+    assert lr.first_loss_offset.value == 48100 and lr.first_loss_offset.note == "stream 0"
+    assert lr.first_loss_ms.value == pytest.approx(69.016, abs=0.002)  # .885718 - .816702
+    assert lr.first_loss_repair_ms.value == pytest.approx(104.007, abs=0.002)  # reached the client at .989725
+    assert e.window is not None and e.window.loss_episodes.value == 1
+    assert e.window.window_full.value is None  # TCP only
+
+
+def test_a_truncated_capture_is_not_explainable_with_its_reason(tmp_path):
+    r, d = copy_run(tmp_path, "h2")
+    pcap = d / "client-side.pcap"
+    pcap.write_bytes(pcap.read_bytes()[:-700])
+    e = explain_run(r, d, fixture_tshark)
+    assert e.status == "not explainable"
+    assert "client-side.pcap is cut short in the middle of packet" in e.why
+    assert e.handshake is None and e.loss is None
+
+
+def test_a_capture_without_its_key_log_is_not_explainable(tmp_path):
+    r, d = copy_run(tmp_path, "h3")
+    (d / "keys.log").unlink()
+    e = explain_run(r, d, fixture_tshark)
+    assert e.status == "not explainable" and "no TLS key log" in e.why
+
+
+@pytest.mark.parametrize("protocol", ["h2", "h3"])
+def test_a_capture_that_does_not_decrypt_is_not_explainable(protocol):
+    r = record(protocol)
+    d = evidence_dir(SWEEP, r)
+    assert d is not None
+    e = explain_run(r, d, nokeys_tshark)  # what tshark gives without (or with the wrong) keys
+    assert e.status == "not explainable" and "could not be decrypted" in e.why
+
+
+def test_drops_that_disagree_with_the_emulator_flag_the_run_invalid():
+    r = replace(record("h2"), link_down_loss_drops=3)
+    d = evidence_dir(SWEEP, r)
+    assert d is not None
+    e = explain_run(r, d, fixture_tshark)
+    assert e.status == "invalid" and "down: 1 drops counted from the captures, the emulator counted 3" in e.why
+    assert e.loss is None  # not explained
+
+
+def test_only_the_client_side_capture_says_so_instead_of_counting_drops(tmp_path):
+    r, d = copy_run(tmp_path, "h2")
+    (d / "server-side.pcap").unlink()
+    e = explain_run(r, d, fixture_tshark)
+    assert e.status == "explained" and e.path is not None
+    assert e.path.down is None and "only the client-side capture" in e.path.note
+    assert e.loss is None and e.handshake is not None and e.handshake.round_trips.value == 2
+
+
+def test_no_counters_recorded_is_not_a_disagreement():
+    r = replace(record("h3"), link_down_loss_drops=None, link_down_queue_drops=None)
+    d = evidence_dir(SWEEP, r)
+    assert d is not None
+    e = explain_run(r, d, fixture_tshark)
+    assert e.status == "explained" and e.path is not None and e.path.down is not None
+    assert e.path.down.agree is None and e.path.down.emulator_dropped.value is None
+
+
+def _pkt(t: float, seq: int, payload: bytes = b"x" * 10) -> Packet:
+    return Packet(t, "10.0.0.2", "10.0.0.1", 6, 443, 5000, payload, len(payload), seq, 1, 0x10)
+
+
+def test_a_retransmission_identical_but_for_its_ip_id_is_not_taken_for_the_original():
+    original, again = _pkt(1.0, 100), _pkt(1.2, 100)
+    m = pathmod.match([(original, b"\x00\x01"), (again, b"\x00\x02")], [(_pkt(1.22, 100), b"\x00\x02")])
+    assert m.arrival == [None, 1.22] and m.dropped == 1 and m.unmatched_arrivals == 0
+
+
+def test_drop_agreement_is_within_one_percent():
+    assert pathmod.agree(0, 0) and pathmod.agree(100, 101) and not pathmod.agree(100, 102)
+    assert not pathmod.agree(1, 2)
+
+
+def test_one_window_reduction_per_round_of_loss():
+    # losses (sent, detected): two in the same flight are one episode; one sent after the first detection another
+    assert episodes([(1.0, 1.5), (1.1, 1.55), (1.6, 2.0), (1.2, 1.52)]) == [1.5, 2.0]
+    assert episodes([]) == []
+
+
+def test_cut_short_names_the_cut():
+    whole = (SWEEP / "evidence" / "0_h2_curl_nginx_0" / "client-side.pcap").read_bytes()
+    assert cut_short(whole) is None
+    assert cut_short(whole[:10]) == "shorter than its 24-byte header"
+    assert (cut_short(whole[:24 + 8]) or "").startswith("cut short in a record header after 0 whole packets")
+
+
+def test_rows_read_hex_and_multi_valued_fields():
+    line = "\t".join(["15", "1795507224.906334", "10.71.52.10", "", "", "", "", "", "", "", "", "", "", "", "",
+                      "", "1206", "0", "", "2", "0;4", "0;1170", "1170;4", "3", "0x0000000000000001"])
+    (r,) = parse(line + "\nnot a row\n")
+    assert r.short and r.pns == [2] and r.h3_types == [1] and r.udp_len == 1206
+    assert r.streams() == [(0, 0, 1170), (4, 1170, 4)]

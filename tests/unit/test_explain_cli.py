@@ -1,0 +1,79 @@
+"""`quiclab explain` through the real CLI entry point, on a copy of the committed sweep (tests/data/explain), with
+tshark's committed output standing in for tshark in the router: the table, --json, explain.json written, and bad
+input as one line with exit code 2."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lab.explain import tshark
+
+SWEEP = Path(__file__).parents[1] / "data" / "explain" / "sweep"
+
+
+@pytest.fixture
+def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "sweep"
+    shutil.copytree(SWEEP, folder)
+    monkeypatch.setattr(tshark, "fields", lambda pcap, keylog: pcap.with_suffix(".tsv").read_text())
+    monkeypatch.setenv("COLUMNS", "240")
+    return folder
+
+
+def run(args: list[str]) -> int:
+    from lab.cli import main
+
+    try:
+        main(["explain", *args])
+    except SystemExit as e:
+        return int(e.code or 0)
+    return 0
+
+
+def test_table_of_every_captured_run_and_explain_json_beside_its_evidence(sweep, capsys):
+    assert run([str(sweep)]) == 0
+    out = capsys.readouterr().out
+    assert "0/h2/curl/nginx/0" in out and "0/h3/curl/nginx/0" in out and out.count("explained") >= 2
+    assert "2 (2)" in out and "1 (1)" in out  # round trips seen (expected)
+    for run_dir in ("0_h2_curl_nginx_0", "0_h3_curl_nginx_0"):
+        rec = json.loads((sweep / "evidence" / run_dir / "explain.json").read_text())
+        assert rec["status"] == "explained" and rec["path"]["down"]["dropped"]["value"] == 1
+
+
+def test_json_of_one_run(sweep, capsys):
+    assert run([str(sweep), "--run", "0/h3/curl/nginx/0", "--json"]) == 0
+    (rec,) = json.loads(capsys.readouterr().out)
+    assert rec["run_key"] == "0/h3/curl/nginx/0" and rec["handshake"]["round_trips"]["value"] == 1
+    assert rec["loss"]["bytes_retransmitted"] == {"value": 1174, "unit": "bytes", "source": "pcap", "note": ""}
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["{sweep}", "--run", "9/h9/[bold]x/y/0"], "invalid --run '9/h9/[bold]x/y/0': the runs with captures in"),
+    (["{tmp}/nowhere"], "no folder"),
+    (["{tmp}/empty"], "no runs.csv in"),
+])
+def test_bad_input_is_one_line_and_exit_2(sweep, tmp_path, capsys, args, needle):
+    (tmp_path / "empty").mkdir()
+    code = run([a.format(sweep=sweep, tmp=tmp_path) for a in args])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and needle in err and "Traceback" not in err
+
+
+def test_a_sweep_without_captures_says_how_to_get_them(sweep, capsys):
+    runs = sweep / "runs.csv"
+    header, *rows = runs.read_text().splitlines()
+    col = header.split(",").index("evidence")
+    parsed = list(csv.reader([header, *rows]))
+    for row in parsed[1:]:
+        row[col] = ""
+    with runs.open("w", newline="") as f:
+        csv.writer(f).writerows(parsed)
+    assert run([str(sweep)]) == 2
+    err = capsys.readouterr().err
+    assert "has captures: sweep with --capture pcap,keylog" in err
