@@ -93,7 +93,7 @@ def explain(inp: RunInputs) -> Explanation:
         return e
     if down is not None and inp.server_side is not None:
         arrival = _arrivals(inp.server_side, down, client_ip)
-        losses = _losses(inp, transport, client_ip, arrival, t0)
+        losses = _losses(inp, transport, client_ip, arrival, t0, min_rtt)
         e.loss = losses.record
         e.window = _window(inp, transport, client_ip, losses, min_rtt)
     e.reasons = _reasons(e, inp)
@@ -234,7 +234,24 @@ def _covers(s: _Sent, sid: int, off: int) -> bool:
     return any(i == sid and a <= off < b for i, a, b in s.ranges)
 
 
-def _losses(inp: RunInputs, transport: str, client_ip: str, arrival: list[float | None], t0: float) -> Losses:
+def _timeouts(inp: RunInputs, client_ip: str, min_rtt: float | None) -> int | None:
+    """TCP retransmissions that are not fast retransmissions (tshark) and came after the server had been silent
+    for at least the minimum RTT: a retransmission timeout or a tail-loss probe (a retransmission inside SACK
+    recovery follows the previous one closely)."""
+    if not min_rtt:
+        return None
+    n, last = 0, None
+    for r in inp.server_rows:
+        if r.src == client_ip:
+            continue
+        if r.retransmission and not r.fast_retransmission and last is not None and r.time - last >= min_rtt:
+            n += 1
+        last = r.time
+    return n
+
+
+def _losses(inp: RunInputs, transport: str, client_ip: str, arrival: list[float | None], t0: float,
+            min_rtt: float | None) -> Losses:
     sent = _data_sent(inp, transport, client_ip, arrival)
     hi: dict[int, int] = {}
     delivered: dict[int, list[tuple[int, int]]] = {}
@@ -270,6 +287,7 @@ def _losses(inp: RunInputs, transport: str, client_ip: str, arrival: list[float 
         k = sent.index(first)
         fix = next((x for x in sent[k + 1:] if x.arrival is not None and _covers(x, sid, off)), None)
         repair = None if fix is None or fix.arrival is None else fix.arrival - first.row.time
+    timeouts = _timeouts(inp, client_ip, min_rtt) if transport == "tcp" else None
     tshark_spurious = sum(1 for r in inp.server_rows if r.src != client_ip and r.spurious)
     unit = "bytes of the TCP stream" if transport == "tcp" else "bytes of its stream"
     rec = LossRecovery(
@@ -283,6 +301,10 @@ def _losses(inp: RunInputs, transport: str, client_ip: str, arrival: list[float 
         spurious_retransmissions=_fig(spurious, "packets", note=(
             "re-sent bytes an earlier delivered packet had carried (matched across the captures)"
             + (f"; tshark's spurious flag: {tshark_spurious}" if transport == "tcp" else ""))),
+        timeouts=_fig(timeouts, "retransmissions", note=(
+            "not a fast retransmission (tshark), after the server was silent for the minimum RTT: an RTO or "
+            "a tail-loss probe" if transport == "tcp"
+            else "QUIC: PTOs are not told apart from other retransmissions yet")),
         first_loss_offset=_fig(first.ranges[0][1] if first else None, unit,
                                note=f"stream {first.ranges[0][0]}" if first and transport == "quic" else ""),
         first_loss_ms=_fig(_ms(first.row.time - t0) if first else None, "ms",

@@ -51,6 +51,7 @@ class LossRecovery(BaseModel):
     retransmissions: Figure  # server data packets that re-sent data
     bytes_retransmitted: Figure
     spurious_retransmissions: Figure  # re-sent data whose earlier copy had reached the client
+    timeouts: Figure  # TCP: retransmissions tshark does not flag as fast retransmissions (RTO or tail-loss probe)
     first_loss_offset: Figure  # data offset (TCP: bytes after the SYN; QUIC: stream offset) of the first lost packet
     first_loss_ms: Figure  # its send time from the first client packet
     first_loss_repair_ms: Figure  # first loss -> the first copy of those bytes reaching the client

@@ -83,6 +83,7 @@ def test_h2_run_every_figure_against_the_hand_count():
     assert lr.data_packets_lost.value == 1
     assert (lr.retransmissions.value, lr.bytes_retransmitted.value) == (1, 1448)  # frame 81, seq 57773, len 1448
     assert lr.spurious_retransmissions.value == 0
+    assert lr.timeouts.value == 0  # frame 81 is flagged tcp.analysis.fast_retransmission
     assert lr.first_loss_offset.value == 57772  # relative seq 57773 - 1 (the SYN's)
     assert lr.first_loss_ms.value == pytest.approx(196.827, abs=0.002)  # server-side frame 64 at .198075
     # its retransmission (server-side frame 81) reached the client side at .265213: 67.138 ms after frame 64
@@ -113,6 +114,7 @@ def test_h3_run_every_figure_against_the_hand_count():
     assert lr.data_packets_lost.value == 1
     # packet 43 carried stream 0 offset 48100 (1174 bytes); packet 54 (server-side frame 87) sent them again
     assert (lr.retransmissions.value, lr.bytes_retransmitted.value) == (1, 1174)
+    assert lr.timeouts.value is None  # not told apart for QUIC yet
     assert lr.first_loss_offset.value == 48100 and lr.first_loss_offset.note == "stream 0"
     assert lr.first_loss_ms.value == pytest.approx(69.016, abs=0.002)  # .885718 - .816702
     assert lr.first_loss_repair_ms.value == pytest.approx(104.007, abs=0.002)  # reached the client at .989725
@@ -207,3 +209,17 @@ def test_rows_read_hex_and_multi_valued_fields():
     (r,) = parse(line + "\nnot a row\n")
     assert r.short and r.pns == [2] and r.h3_types == [1] and r.udp_len == 1206
     assert r.streams() == [(0, 0, 1170), (4, 1170, 4)]
+
+
+def test_a_retransmission_after_a_silent_rtt_is_a_timeout_one_inside_recovery_is_not():
+    from lab.explain.analyze import RunInputs, _timeouts
+    from lab.explain.rows import Row
+
+    s, c = "10.71.52.10", "10.71.51.10"
+    rows = [Row(1, 0.000, s, tcp_len=1448), Row(2, 0.010, c),
+            Row(3, 0.012, s, tcp_len=1448, retransmission=True, fast_retransmission=True),
+            Row(4, 0.013, s, tcp_len=1448, retransmission=True),  # inside SACK recovery: 1 ms after the last
+            Row(5, 0.300, s, tcp_len=1448, retransmission=True)]  # after 287 ms of silence: an RTO
+    inp = RunInputs("k", "h2", None, None, [], rows)
+    assert _timeouts(inp, c, 0.040) == 1
+    assert _timeouts(inp, c, None) is None
