@@ -28,8 +28,10 @@ def fields(pcap: Path, keylog: Path | None) -> str:
             "tshark", "-n", "-r", rp, *keys, "-T", "fields", "-E", "separator=/t", "-E", "occurrence=a",
             "-E", "aggregator=;", *(x for f in FIELDS for x in ("-e", f))], timeout_s=300)
     except DockerException as e:
-        raise EnvironmentProblem(f"tshark in the router could not read {pcap}: "
-                                 f"{(e.stderr or '').strip()[:200] or e}") from None
+        why = (e.stderr or "").strip()[:200] or str(e)
+        hint = ": explain runs tshark in the lab's router, bring the lab up first (quiclab up)" if (
+            "No such container" in why or "is not running" in why) else ""
+        raise EnvironmentProblem(f"tshark in the router could not read {pcap}: {why}{hint}") from None
     finally:
         with contextlib.suppress(DockerException, EnvironmentProblem):
             docker.exec_in(config.ROUTER_CONTAINER, ["rm", "-f", rp, rk])
