@@ -134,7 +134,7 @@ start() {
 }
 
 path_show() {
-  if ip rule show pref 100 | grep -q "lookup $TABLE_UP" && ip rule show pref 101 | grep -q "lookup $TABLE_DOWN"; then
+  if [[ $(ip rule show pref 100) == *"lookup $TABLE_UP"* && $(ip rule show pref 101) == *"lookup $TABLE_DOWN"* ]]; then
     echo linkem
   else
     echo kernel
@@ -169,13 +169,15 @@ tc_check() {
 }
 
 check() {
+  # Outputs are read whole before they are matched: `producer | grep -q` under pipefail fails the check now and
+  # then (exit 141) when grep exits at its first match and the producer is still writing (SIGPIPE).
   cif >/dev/null && sif >/dev/null
   [ "$(cat /proc/sys/net/ipv4/ip_forward)" = 1 ]
-  nft list chain inet quiclab forward | grep -q accept
+  [[ $(nft list chain inet quiclab forward) == *accept* ]]
   if [ -x /usr/local/bin/linkem ] && [ -c /dev/net/tun ]; then
     curl -fsS "http://127.0.0.1:${LINKEM_LISTEN##*:}/healthz" >/dev/null
     ip link show "$TUN_DOWN" >/dev/null && ip link show "$TUN_UP" >/dev/null
-    ip route show table $TABLE_UP | grep -q "dev $TUN_UP" && ip route show table $TABLE_DOWN | grep -q "dev $TUN_DOWN"
+    [[ $(ip route show table $TABLE_UP) == *"dev $TUN_UP"* && $(ip route show table $TABLE_DOWN) == *"dev $TUN_DOWN"* ]]
   fi
 }
 
