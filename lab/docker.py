@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -517,6 +518,15 @@ class Stream:
     def _expire(self) -> None:
         if self.proc.poll() is None:
             self.timed_out = True
+            self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL to its process group (its own session: the docker CLI and anything it started), not waited for."""
+        if self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
             with contextlib.suppress(OSError):
                 self.proc.kill()
 
@@ -539,9 +549,12 @@ class Stream:
         return self.proc.poll()
 
     def send(self, data: bytes) -> None:
-        """Write to its stdin and flush; OSError when the process is gone."""
-        self.stdin.write(data)
-        self.stdin.flush()
+        """Write to its stdin and flush; OSError when the process is gone (or its stdin was closed)."""
+        try:
+            self.stdin.write(data)
+            self.stdin.flush()
+        except ValueError:  # written after close()
+            raise BrokenPipeError(f"the stdin of `{' '.join(self.argv[:3])}` is closed") from None
 
     def line(self, deadline: float, which: str = "stdout") -> str | None:
         """The next line of its stdout (or "stderr") without the newline; None if it ended or the deadline
@@ -574,7 +587,7 @@ class Stream:
         try:
             out, err = self.proc.communicate(timeout=grace_s)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            self.kill()
             out, err = self.proc.communicate()
         return self._rest("stdout", out), self._rest("stderr", err)
 
@@ -587,7 +600,7 @@ class Stream:
         try:
             self.proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            self.kill()
             self.proc.wait()
         for pipe in (self.proc.stdout, self.proc.stderr):
             with contextlib.suppress(OSError):
