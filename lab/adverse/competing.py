@@ -174,7 +174,7 @@ class Competition:
             return
         try:
             out = _exec(config.SERVER_CONTAINER, ["ss", "-Htin", "state", "established"])
-        except (docker.DockerError, EnvironmentProblem):
+        except EnvironmentProblem:  # DockerError, ExecTimeout, ...
             return
         for r in tcp:
             r.cc_seen = ",".join(sorted(cc_of_port(out, r.key[1]))) or None
@@ -186,11 +186,11 @@ class Competition:
             self.problems.append("the capture of the competing flows ended before the transfer did (another process "
                                  "stopped tcpdump in the router?): the per-flow figures would be wrong")
             self.lab_problem = True
-        with contextlib.suppress(docker.DockerError, EnvironmentProblem):
+        with contextlib.suppress(EnvironmentProblem):
             _exec(config.CLIENT_CONTAINER, ["pkill", "-f", f"qla-{self.tag}-flow"], timeout_s=10)
-        with contextlib.suppress(docker.DockerError, EnvironmentProblem):
+        with contextlib.suppress(EnvironmentProblem):
             _exec(config.CLIENT_CONTAINER, ["pkill", "-INT", "-f", f"qla-{self.tag}-probe"], timeout_s=10)
-        with contextlib.suppress(docker.DockerError, EnvironmentProblem):
+        with contextlib.suppress(EnvironmentProblem):
             _exec(config.SERVER_CONTAINER, ["pkill", "-f", f"qla-{self.tag}-srv"], timeout_s=10)
         with contextlib.suppress(EnvironmentProblem):
             router.try_run("pkill", "-INT", "-f", f"qla-{self.tag}-cap")

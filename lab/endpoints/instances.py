@@ -54,7 +54,7 @@ def start(container: str, command: tuple[str, ...], port: int, env: dict[str, st
 
 def stop(container: str, port: int) -> None:
     """Stop whatever listens on UDP `port` in `container` (SIGINT, as for a qlog instance: it closes its files)."""
-    with contextlib.suppress(docker.DockerError, EnvironmentProblem):
+    with contextlib.suppress(EnvironmentProblem):
         found = listener(container, port)
         if found is not None:
             docker.exec_in(container, ["kill", "-INT", str(found.pid)])

@@ -122,6 +122,6 @@ def inspect(pcap: Path, keylog: Path, client_ip: str) -> list[list[str]]:
         raise EnvironmentProblem(f"tshark in the router could not read the run's capture: "
                                  f"{(e.stderr or '').strip()[:200] or e}") from None
     finally:
-        with contextlib.suppress(docker.DockerError, EnvironmentProblem):
+        with contextlib.suppress(EnvironmentProblem):
             docker.exec_in(config.ROUTER_CONTAINER, ["rm", "-f", rp, rk])
     return [line.split("\t") for line in out.splitlines() if line.strip()]
