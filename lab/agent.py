@@ -6,7 +6,7 @@ per container carries every command of a sweep as JSON lines (one `docker exec` 
 request to the agent ~1 ms); in an image without it but with a POSIX shell and coreutils (the servers), a shell loop
 does the same (ShellAgent); elsewhere each command is one `docker exec`. The agent opens no port and holds no
 privileges. The contract is the same either way: returns the command's stdout (without the final newline); raises
-python-on-whales' DockerException with the exit code and stderr when the command exits non-zero, and
+lab.docker.DockerError with the exit code and stderr when the command exits non-zero, and
 lab.docker.ExecTimeout when no answer comes in time. An agent that dies, does not answer in time or is cut off by
 Ctrl-C is discarded (a new one starts with the next command) and the command in flight is the lab's failure,
 never a result.
@@ -25,11 +25,8 @@ import tempfile
 import time
 from typing import IO, Any
 
-from python_on_whales.exceptions import DockerException
-
 from lab import config, docker
 from lab.errors import EnvironmentProblem
-from lab.lines import LineReader
 
 START_TIMEOUT_S = 15.0
 
@@ -46,12 +43,12 @@ class Agent:
     def __init__(self, container: str) -> None:
         self.container = container
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the agent; close())
-        options = [] if config.curl_spare_enabled() else ["-e", f"{config.ENV_CURL_SPARE}=off"]
-        self._proc = subprocess.Popen(["docker", "exec", "-i", *options, container, *self.serve],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                      start_new_session=True)
-        assert self._proc.stdout is not None
-        self._lines = LineReader(self._proc.stdout)
+        env = None if config.curl_spare_enabled() else {config.ENV_CURL_SPARE: "off"}
+        # No lifetime deadline: an agent serves a whole sweep (days), and every request has its own (call(): one
+        # that is not answered in time discards the agent, killed and waited for); a lifetime limit could only
+        # cut a healthy agent in the middle of a request.
+        self._proc = docker.Stream(docker.exec_args(container, self.serve, interactive=True, env=env),
+                                   deadline_s=None, stdin=True, stdout=subprocess.PIPE, stderr=self._stderr)
         self._next_id = 0
         hello = self._read_line(time.monotonic() + START_TIMEOUT_S)
         if hello is None or json.loads(hello).get("agent") != "quiclab-agent":
@@ -73,7 +70,7 @@ class Agent:
 
     def _read_line(self, deadline: float) -> str | None:
         """The next line from the agent, or None if it ended or the deadline passed."""
-        return self._lines.read_line(deadline)
+        return self._proc.line(deadline)
 
     def request(self, argv: list[str], timeout_s: float) -> bytes:
         """One request as written to the agent's stdin."""
@@ -85,11 +82,9 @@ class Agent:
         return int(doc.get("id", -1)), int(doc["exit"]), str(doc.get("stdout", "")), str(doc.get("stderr", ""))
 
     def call(self, argv: list[str], timeout_s: float) -> tuple[int, str, str]:
-        assert self._proc.stdin is not None
         self._next_id += 1
         try:
-            self._proc.stdin.write(self.request(argv, timeout_s))
-            self._proc.stdin.flush()
+            self._proc.send(self.request(argv, timeout_s))
         except OSError:
             raise AgentLost(f"the agent in {self.container} is gone: {self._why()}") from None
         line = self._read_line(time.monotonic() + timeout_s + 1)
@@ -107,14 +102,7 @@ class Agent:
         return code, out, err
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            if self._proc.stdin:
-                self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        self._proc.close(grace_s=2)
         self._stderr.close()
 
 
@@ -179,7 +167,7 @@ def _agent(container: str) -> Agent | None:
              f"elif {' && '.join(f'command -v {x} >/dev/null' for x in SHELL_NEEDS)}; then echo sh; fi")
     try:
         kind = docker.exec_in(container, ["sh", "-c", probe], timeout_s=10).strip()
-    except DockerException as e:
+    except docker.DockerError as e:
         raise EnvironmentProblem(f"{container}: {(e.stderr or str(e)).strip()}") from None
     if kind not in ("python", "sh"):
         _without.add(container)
@@ -213,7 +201,7 @@ def run(container: str, argv: list[str], timeout_s: float) -> str:
         agent.close()
         raise
     if code != 0:
-        raise DockerException(["quiclab-agent", container, *argv], code, out.encode(), err.encode())
+        raise docker.DockerError(["quiclab-agent", container, *argv], code, out.encode(), err.encode())
     return out.removesuffix("\n")
 
 

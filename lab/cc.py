@@ -19,8 +19,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from python_on_whales.exceptions import DockerException
-
 from lab import agent, config, docker
 from lab.endpoints import instances
 from lab.endpoints.registry import Implementation
@@ -55,12 +53,12 @@ def _read(container: str, path: str) -> str:
     """A per-run read in an endpoint container (lab.agent: the agent where the image has one)."""
     try:
         return agent.run(container, ["cat", path], timeout_s=docker.EXEC_TIMEOUT_S).strip()
-    except DockerException as e:
+    except docker.DockerError as e:
         raise EnvironmentProblem(f"cannot read {path} in {container}: {(e.stderr or str(e)).strip()[:200]}") from None
 
 
 def _router_image() -> str:
-    image = docker.client().container.inspect(config.ROUTER_CONTAINER).config.image
+    image = docker.inspect_one(config.ROUTER_CONTAINER).config_image
     if not image:
         raise EnvironmentProblem("cannot tell the router's image (for the congestion-control helper)")
     return image
@@ -86,7 +84,7 @@ class SenderControl:
             try:
                 self._native = docker.run_once(self._helper_image(), ["cat", _PROC], network="none",
                                                timeout_s=HELPER_TIMEOUT_S).strip()
-            except DockerException as e:
+            except docker.DockerError as e:
                 raise EnvironmentProblem(f"cannot read the kernel's default TCP congestion control in a new network "
                                          f"namespace: {(e.stderr or str(e)).strip()[:200]}") from None
         return self._native
@@ -111,7 +109,7 @@ class SenderControl:
             docker.run_once(self._helper_image(), ["sysctl", "-q", "-w", f"{SYSCTL}={algorithm}"],
                             network=f"container:{container}", cap_add=("NET_ADMIN",),
                             security_opt=("systempaths=unconfined",), timeout_s=HELPER_TIMEOUT_S)
-        except DockerException as e:
+        except docker.DockerError as e:
             raise EnvironmentProblem(f"could not set {SYSCTL}={algorithm} in {container}'s network namespace: "
                                      f"{' '.join((e.stderr or str(e)).split())[:200]}") from None
         self._changed.add(container)
@@ -187,7 +185,7 @@ class SenderControl:
             try:
                 if self.read_tcp(container) != self.native_tcp():
                     self.set_tcp(container, self.native_tcp())
-            except (DockerException, EnvironmentProblem):
+            except EnvironmentProblem:  # DockerError, ExecTimeout, ...
                 pass  # the lab is going away or broken: nothing more to restore
         self._changed.clear()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import socket
@@ -11,8 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dotenv import set_key
-from python_on_whales import DockerClient
-from python_on_whales.exceptions import DockerException
 
 from lab import config, docker, hostnet, optional, terminal
 from lab.errors import EnvironmentProblem, QuiclabError
@@ -49,10 +46,11 @@ class ContainerState:
         return self.state == "running" and self.health in ("healthy", "")
 
 
-def engine() -> DockerClient:
-    """The Docker engine, after every setting was checked: nothing touches the lab with a bad value in force."""
+def engine() -> None:
+    """The Docker engine answers, after every setting was checked: nothing touches the lab with a bad value in
+    force."""
     config.check_all()
-    return docker.require_engine()
+    docker.require_engine()
 
 
 def states(names: tuple[str, ...] = LAB_CONTAINERS) -> list[ContainerState]:
@@ -66,7 +64,7 @@ def states(names: tuple[str, ...] = LAB_CONTAINERS) -> list[ContainerState]:
                 result.append(ContainerState(name, "missing", ""))
             else:
                 result.append(ContainerState(name, c.status, docker.health(c)))
-    except DockerException as e:
+    except docker.DockerError as e:
         raise EnvironmentProblem(f"the lab's containers changed while being inspected (being recreated?): "
                                  f"{' '.join((e.stderr or str(e)).split())[:200]}") from None
     return result
@@ -139,11 +137,11 @@ def ensure_grafana_password() -> None:
 def build() -> None:
     """Build the lab's images: the required ones (a failure stops here), then each optional part (lab/optional.py),
     whose failure is one line and a lab without it."""
-    d = engine()
+    engine()
     terminal.info("building the lab's images (docker compose build; cached layers are reused)")
     try:  # the required services by name: COMPOSE_PROFILES in .env must not pull an optional part in here
-        d.compose.build(list(optional.required_built()), quiet=False)
-    except DockerException as e:
+        docker.compose_build_services(optional.required_built())
+    except docker.DockerError as e:
         raise EnvironmentProblem(f"building the images failed (exit {e.return_code}): see the output above") from None
     for part in optional.parts().values():
         build_optional(part)
@@ -175,7 +173,7 @@ def up(*, build_images: bool = False, only: tuple[str, ...] | None = None) -> No
         build()
     grafana = grafana_wanted()
     parts = tuple(p for p in optional.available_profiles() if only is None or p in only)
-    d = docker.client((*parts, *((config.GRAFANA_PROFILE,) if grafana else ())))
+    profiles = (*parts, *((config.GRAFANA_PROFILE,) if grafana else ()))
     check_ports(grafana)
     napi.check_setting()
     for part in optional.PARTS:
@@ -184,11 +182,11 @@ def up(*, build_images: bool = False, only: tuple[str, ...] | None = None) -> No
                              f"{optional.unavailable(part)}")
     terminal.info("starting the lab's containers (docker compose up)")
     # the profiles in force are exactly these (an empty --profile list would let .env's COMPOSE_PROFILES decide)
-    os.environ[optional.ENV_PROFILES] = ",".join((*parts, *((config.GRAFANA_PROFILE,) if grafana else ())))
+    os.environ[optional.ENV_PROFILES] = ",".join(profiles)
     try:
         # Not `--wait`: compose counts the one-shot route helpers' normal exit as a failure.
-        d.compose.up(detach=True, quiet=False)
-    except DockerException as e:
+        docker.compose_up(profiles)
+    except docker.DockerError as e:
         raise EnvironmentProblem(
             f"the lab did not come up (exit {e.return_code}): see `docker compose logs` "
             f"or `quiclab status`") from None
@@ -206,16 +204,14 @@ def up(*, build_images: bool = False, only: tuple[str, ...] | None = None) -> No
 def pending(parts: tuple[str, ...] | None = None) -> list[str]:
     """What the lab still waits for ("quiclab-router is starting", "client-route has not finished"); raises if a
     one-shot helper failed. `parts`: the optional parts started (None: every available one)."""
-    d = docker.client()
     waits = [f"{s.name} is {s.health or s.state}" for s in states(wanted(LAB_CONTAINERS, parts)) if not s.ready]
     skip = {s for p in _skipped_parts(parts) for s in p.one_shots}
     for service in (s for s in ONE_SHOTS if s not in skip):
-        found = d.container.list(all=True, filters=[("label", PROJECT_LABEL),
-                                                    ("label", f"com.docker.compose.service={service}")])
-        if not found or found[0].state.status != "exited":
+        found = docker.one_shot_state(PROJECT_LABEL, service)
+        if found is None or found[0] != "exited":
             waits.append(f"{service} has not finished")
-        elif found[0].state.exit_code != 0:
-            raise EnvironmentProblem(f"{service} failed (exit {found[0].state.exit_code}): "
+        elif found[1] != 0:
+            raise EnvironmentProblem(f"{service} failed (exit {found[1]}): "
                                      f"see `docker compose logs {service}`")
     return waits
 
@@ -241,15 +237,14 @@ def wait_ready(timeout_s: float = UP_TIMEOUT_S, poll: Callable[[], list[str]] = 
 
 def down() -> None:
     engine()
-    d = docker.client((*optional.PARTS, config.GRAFANA_PROFILE))  # every optional part goes too
-    failed: DockerException | None = None
+    failed: docker.DockerError | None = None
     try:
-        d.compose.down(volumes=True, remove_orphans=True, timeout=5)
-    except DockerException as e:
+        docker.compose_down((*optional.PARTS, config.GRAFANA_PROFILE))  # every optional part goes too
+    except docker.DockerError as e:
         # e.g. Docker 20.10's "network ... has active endpoints": an endpoint of a removed container that the
         # daemon has not released yet (seen on CI after a container was killed). What is left goes below.
         failed = e
-    sweep_leftovers(d)
+    sweep_leftovers()
     hostnet.remove_bridge_rules()  # the `hostnet` service removed them when it stopped, unless it was killed
     if failed is not None:
         left = leftovers()
@@ -263,50 +258,19 @@ def _last_line(text: str | None) -> str:
     return lines[-1] if lines else "no message"
 
 
-#: How often a lab network that still has endpoints is tried again (after force-disconnecting them).
-NETWORK_REMOVE_TRIES = 5
-
-
-def sweep_leftovers(d: DockerClient) -> None:
+def sweep_leftovers() -> None:
     """Remove what compose no longer knows about but is still labelled as this project's: volumes and networks
     of another version of the compose file (an older checkout's lab), containers of a removed service, and
     endpoints the daemon kept on a lab network after their container was removed (`docker network disconnect
     -f`, the daemon's own remedy for a stale endpoint)."""
-    with contextlib.suppress(DockerException):
-        gone = d.container.list(all=True, filters=[("label", PROJECT_LABEL)])
-        if gone:
-            d.container.remove(gone, force=True, volumes=True)
-    with contextlib.suppress(DockerException):
-        for net in d.network.list(filters=[("label", PROJECT_LABEL)]):
-            _remove_network(d, net.name)
-    with contextlib.suppress(DockerException):
-        vols = d.volume.list(filters=[("label", PROJECT_LABEL)])
-        if vols:
-            d.volume.remove(vols)
-
-
-def _remove_network(d: DockerClient, name: str) -> None:
-    for attempt in range(NETWORK_REMOVE_TRIES):
-        try:
-            d.network.remove(name)
-            return
-        except DockerException:
-            if attempt == NETWORK_REMOVE_TRIES - 1:
-                raise
-        with contextlib.suppress(DockerException):
-            for key, endpoint in d.network.inspect(name).containers.items():
-                with contextlib.suppress(DockerException):
-                    d.network.disconnect(name, endpoint.name or key, force=True)
-        time.sleep(0.5 * (attempt + 1))
+    docker.remove_labelled(PROJECT_LABEL)
 
 
 def leftovers() -> list[str]:
     """Containers, networks, volumes and host firewall rules of the lab that still exist (empty after a clean
     `down`)."""
-    d = engine()
-    left = [f"container {c.name}" for c in d.container.list(all=True, filters=[("label", PROJECT_LABEL)])]
-    left += [f"network {n.name}" for n in d.network.list(filters=[("label", PROJECT_LABEL)])]
-    left += [f"volume {v.name}" for v in d.volume.list(filters=[("label", PROJECT_LABEL)])]
+    engine()
+    left = docker.labelled_resources(PROJECT_LABEL)
     left += [f"host firewall rule `{r}`" for r in hostnet.lab_rules()]
     return left
 

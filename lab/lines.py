@@ -26,3 +26,8 @@ class LineReader:
             self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
         return line.decode(errors="replace")
+
+    def rest(self) -> bytes:
+        """What was read past the last line returned (and is no longer in the stream): handed over once."""
+        rest, self._buf = self._buf, b""
+        return rest

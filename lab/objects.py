@@ -3,8 +3,6 @@ hashed there; they live in the shared `objects` volume, which the other servers 
 
 from __future__ import annotations
 
-from python_on_whales.exceptions import DockerException
-
 from lab import config, docker
 from lab.errors import EnvironmentProblem
 
@@ -26,7 +24,7 @@ def ensure(size: int) -> str:
     if size not in _cache:
         try:
             digest = docker.exec_in(config.SERVER_CONTAINER, ["quiclab-object", str(size)]).strip()
-        except DockerException as e:
+        except docker.DockerError as e:
             raise EnvironmentProblem(f"could not prepare a {size}-byte object on the server: "
                                      f"{(e.stderr or '').strip() or e}") from None
         if len(digest) != 64:
@@ -42,7 +40,7 @@ def changed(size: int) -> str | None:
         return None
     try:
         now = docker.exec_in(config.SERVER_CONTAINER, ["cat", f"/srv/www/obj/{size}.sha256"]).strip()
-    except DockerException as e:
+    except docker.DockerError as e:
         return f"cannot read the {size}-byte object's hash on the server: {(e.stderr or '').strip() or e}"
     if now != _cache[size]:
         del _cache[size]

@@ -5,9 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from python_on_whales.exceptions import DockerException
-
-from lab import agent, objects
+from lab import agent, docker, objects
 from lab.endpoints import check_server
 from lab.endpoints.base import ClientAdapter
 from lab.endpoints.registry import UNSUPPORTED_EXIT, registry
@@ -42,7 +40,7 @@ def run_transfer(client: ClientAdapter, server: str, protocol: Protocol, size: i
     try:
         # the wrapper bounds the client by the timeout itself; the deadline here catches a frozen container
         out = agent.run(client.container, client.command(request), timeout_s=timeout_s + EXEC_MARGIN_S)
-    except DockerException as e:
+    except docker.DockerError as e:
         message = (e.stderr or str(e)).strip()
         if e.return_code != UNSUPPORTED_EXIT:
             # the wrappers always print a JSON line and exit 0: a non-zero exit is the harness or Docker failing
@@ -94,5 +92,5 @@ def stop_clients() -> None:
     for name in reg.names("client"):
         impl = reg.client(name)
         for pattern in impl.processes:
-            with contextlib.suppress(DockerException, EnvironmentProblem):
+            with contextlib.suppress(EnvironmentProblem):
                 docker.exec_in(impl.container, ["pkill", "-f", pattern], timeout_s=10)

@@ -26,8 +26,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from python_on_whales.exceptions import DockerException
-
 from lab import config, docker, objects
 from lab.adverse import fairness
 from lab.adverse.spec import Flow
@@ -58,7 +56,7 @@ class Running:
     flow: Flow
     name: str            # flow name in results: "tcp-cubic#1"
     key: tuple[str, int]  # (server address, server port) of its packets toward the client
-    proc: subprocess.Popen[str] | None = None
+    proc: docker.Stream | None = None
     started_s: float | None = None
     cc_seen: str | None = None
     error: str = ""
@@ -74,8 +72,8 @@ class Competition:
     timeout_s: float
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
     running: list[Running] = field(default_factory=list)
-    probe: subprocess.Popen[str] | None = None
-    capture: subprocess.Popen[str] | None = None
+    probe: docker.Stream | None = None
+    capture: docker.Stream | None = None
     capture_path: str = ""
     problems: list[str] = field(default_factory=list)
     lab_problem: bool = False  # the lab, not the flows, failed: the run is not a result
@@ -102,9 +100,8 @@ class Competition:
             name = f"{flow.label}#{counts[flow.label]}"
             if flow.kind in ("tcp", "udp"):
                 port = BASE_PORT + i
-                docker.client().container.execute(
-                    config.SERVER_CONTAINER, _named(self._name(f"srv{i}"), ["iperf3", "-s", "-1", "-p", str(port)]),
-                    detach=True)
+                docker.exec_detached(
+                    config.SERVER_CONTAINER, _named(self._name(f"srv{i}"), ["iperf3", "-s", "-1", "-p", str(port)]))
                 self.running.append(Running(flow, name, (config.SERVER_IP, port)))
             else:
                 server = registry().server(self._quic_server())
@@ -129,28 +126,23 @@ class Competition:
         ifs = router.interfaces()
         router.run("mkdir", "-p", _CAPTURE)
         self.capture_path = f"{_CAPTURE}/{self.tag}.pcap"
-        self.capture = subprocess.Popen(
-            ["docker", "exec", config.ROUTER_CONTAINER,
-             *_named(self._name("cap"), ["tcpdump", "-i", ifs.client_side, "-n", "-s", "96", "-U", "-B", "8192",
-                                         "-w", self.capture_path, "ip", "and", "dst", "host", config.CLIENT_IP,
-                                         "and", "(", "tcp", "or", "udp", ")"])],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        assert self.capture.stderr is not None
+        # The run's processes are stopped by stop(); their deadline is only a backstop (docker.RUN_SCOPED_DEADLINE_S).
+        self.capture = docker.Stream(
+            docker.exec_args(config.ROUTER_CONTAINER, _named(self._name("cap"), [
+                "tcpdump", "-i", ifs.client_side, "-n", "-s", "96", "-U", "-B", "8192", "-w", self.capture_path,
+                "ip", "and", "dst", "host", config.CLIENT_IP, "and", "(", "tcp", "or", "udp", ")"])),
+            deadline_s=docker.RUN_SCOPED_DEADLINE_S, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + _START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            line = self.capture.stderr.readline()
+        while (line := self.capture.line(deadline, "stderr")) is not None:
             if "listening on" in line:
                 return
-            if not line and self.capture.poll() is not None:
-                break
         raise EnvironmentProblem("tcpdump for the competing flows did not start in the router")
 
     def start_probe(self) -> None:
-        self.probe = subprocess.Popen(
-            ["docker", "exec", config.CLIENT_CONTAINER,
-             *_named(self._name("probe"), ["ping", "-n", "-D", "-i", f"{PROBE_INTERVAL_S:g}", "-W", "2",
-                                           config.SERVER_IP])],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.probe = docker.Stream(
+            docker.exec_args(config.CLIENT_CONTAINER, _named(self._name("probe"), [
+                "ping", "-n", "-D", "-i", f"{PROBE_INTERVAL_S:g}", "-W", "2", config.SERVER_IP])),
+            deadline_s=docker.RUN_SCOPED_DEADLINE_S, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     # --- during (scheduler thread) ---------------------------------------------------------------------------
     def start_flow(self, index: int, offset_s: float) -> None:
@@ -169,8 +161,9 @@ class Competition:
             one = (f'exec -a {name} gtlsclient --quiet --exit-on-first-stream-close --cc={r.flow.cc} '
                    f'--timeout={secs}s {server.host} {server.port} {url}')
             argv = ["bash", "-c", f"while :; do ( {one} ) >/dev/null 2>&1; sleep 0.05; done"]
-        r.proc = subprocess.Popen(["docker", "exec", config.CLIENT_CONTAINER, *_named(name, argv)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        r.proc = docker.Stream(docker.exec_args(config.CLIENT_CONTAINER, _named(name, argv)),
+                               deadline_s=docker.RUN_SCOPED_DEADLINE_S, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
         r.started_s = offset_s
 
     # --- after the transfer ----------------------------------------------------------------------------------
@@ -181,7 +174,7 @@ class Competition:
             return
         try:
             out = _exec(config.SERVER_CONTAINER, ["ss", "-Htin", "state", "established"])
-        except (DockerException, EnvironmentProblem):
+        except EnvironmentProblem:  # DockerError, ExecTimeout, ...
             return
         for r in tcp:
             r.cc_seen = ",".join(sorted(cc_of_port(out, r.key[1]))) or None
@@ -193,39 +186,26 @@ class Competition:
             self.problems.append("the capture of the competing flows ended before the transfer did (another process "
                                  "stopped tcpdump in the router?): the per-flow figures would be wrong")
             self.lab_problem = True
-        with contextlib.suppress(DockerException, EnvironmentProblem):
+        with contextlib.suppress(EnvironmentProblem):
             _exec(config.CLIENT_CONTAINER, ["pkill", "-f", f"qla-{self.tag}-flow"], timeout_s=10)
-        with contextlib.suppress(DockerException, EnvironmentProblem):
+        with contextlib.suppress(EnvironmentProblem):
             _exec(config.CLIENT_CONTAINER, ["pkill", "-INT", "-f", f"qla-{self.tag}-probe"], timeout_s=10)
-        with contextlib.suppress(DockerException, EnvironmentProblem):
+        with contextlib.suppress(EnvironmentProblem):
             _exec(config.SERVER_CONTAINER, ["pkill", "-f", f"qla-{self.tag}-srv"], timeout_s=10)
         with contextlib.suppress(EnvironmentProblem):
             router.try_run("pkill", "-INT", "-f", f"qla-{self.tag}-cap")
         for r in self.running:
             if r.proc is not None:
-                try:
-                    _, err = r.proc.communicate(timeout=5)
-                except subprocess.TimeoutExpired:
-                    r.proc.kill()
-                    _, err = r.proc.communicate()
+                _, err = r.proc.finish(grace_s=5)
                 if err and "error" in err.lower() and "interrupt" not in err.lower():
                     r.error = " ".join(err.split())[:200]
-        for p in (self.capture,):
-            if p is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    p.communicate(timeout=5)
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+        if self.capture is not None:
+            self.capture.finish(grace_s=5)
 
     def probe_rtts_ms(self) -> list[float]:
         if self.probe is None:
             return []
-        try:
-            out, _ = self.probe.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.probe.kill()
-            out, _ = self.probe.communicate()
+        out, _ = self.probe.finish(grace_s=5)
         return [float(x) for x in re.findall(r"time=([\d.]+) ms", out or "")]
 
     def read_capture(self) -> bytes:

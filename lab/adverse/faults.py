@@ -1,6 +1,6 @@
 """The faults: how each is put in force, undone and verified undone (lab/adverse/spec.py says what they mean).
 
-- pause: Docker's freezer on the server's container (python-on-whales `pause`/`unpause`). The kernel keeps
+- pause: Docker's freezer on the server's container (`docker pause`/`unpause`). The kernel keeps
   running the container's network stack: TCP keeps sending what is already in its socket buffers; a userspace
   QUIC server stops at once.
 - kill: SIGKILL to the server's container (`docker kill`), then `docker start`. A restarted container has a new
@@ -21,11 +21,8 @@ there) and verified: the container running, not paused, healthy; the emulator's 
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from dataclasses import dataclass
-
-from python_on_whales.exceptions import DockerException
 
 from lab import config, docker
 from lab.adverse import rules
@@ -59,7 +56,7 @@ def wait_healthy(name: str, within_s: float = HEALTHY_WITHIN_S) -> str | None:
     while time.monotonic() < deadline:
         try:
             state = container_state(name)
-        except DockerException as e:
+        except docker.DockerError as e:
             return f"{name}: {(e.stderr or str(e)).strip()[:200]}"
         status, paused, health = state
         if status == "running" and not paused and health in ("healthy", ""):
@@ -103,9 +100,9 @@ class Pause(Action):
         # again for up to PAUSE_TRIES x 0.1 s; the fault's recorded start is when the pause took.
         for attempt in range(PAUSE_TRIES):
             try:
-                docker.client().container.pause(self.container)
+                docker.pause(self.container)
                 return
-            except DockerException as e:
+            except docker.DockerError as e:
                 why = (e.stderr or str(e)).strip()
                 if "unable to freeze" not in why or attempt == PAUSE_TRIES - 1:
                     raise FaultFailed(f"could not pause {self.container}: {why[:200]}") from None
@@ -114,8 +111,8 @@ class Pause(Action):
     def undo(self) -> None:
         try:
             if container_state(self.container)[1]:
-                docker.client().container.unpause(self.container)
-        except DockerException as e:
+                docker.unpause(self.container)
+        except docker.DockerError as e:
             raise FaultFailed(f"could not unpause {self.container}: {(e.stderr or str(e)).strip()[:200]}") from None
 
     def verify(self) -> str | None:
@@ -130,27 +127,26 @@ class Kill(Action):
 
     def apply(self) -> None:
         try:
-            docker.client().container.kill(self.container)
-        except DockerException as e:
+            docker.kill(self.container)
+        except docker.DockerError as e:
             raise FaultFailed(f"could not kill {self.container}: {(e.stderr or str(e)).strip()[:200]}") from None
 
     def undo(self) -> None:
         try:
             status, paused, _ = container_state(self.container)
             if paused:
-                docker.client().container.unpause(self.container)
+                docker.unpause(self.container)
             if status == "running":
                 return
-            docker.client().container.start(self.container)
+            docker.start(self.container)
             # the new network namespace needs its route through the router (and offloads off) again
-            done = subprocess.run(["docker", "start", "-a", self.route_helper], capture_output=True, text=True,
-                                  timeout=60, check=False, start_new_session=True)
-            if done.returncode != 0:
+            code, out, err = docker.start_attached(self.route_helper, timeout_s=60)
+            if code != 0:
                 raise FaultFailed(f"{self.route_helper} failed after restarting {self.container}: "
-                                  f"{(done.stderr or done.stdout).strip()[:200]}")
-        except DockerException as e:
+                                  f"{(err or out).strip()[:200]}")
+        except docker.DockerError as e:
             raise FaultFailed(f"could not start {self.container} again: {(e.stderr or str(e)).strip()[:200]}") from None
-        except subprocess.TimeoutExpired:
+        except docker.ExecTimeout:
             raise FaultFailed(f"{self.route_helper} did not finish within 60 s") from None
 
     def verify(self) -> str | None:

@@ -19,8 +19,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from python_on_whales.exceptions import DockerException
-
 from lab import config, docker
 from lab.adverse import rules
 from lab.adverse.spec import PathChange
@@ -106,12 +104,12 @@ def decrypted_fields(pcap: Path, keys: Path, display_filter: str, *fields: str) 
     where = f"/tmp/qla-path-{uuid.uuid4().hex[:10]}"
     try:
         router.run("mkdir", "-p", where)
-        docker.client().container.copy(pcap, (config.ROUTER_CONTAINER, f"{where}/c.pcap"))
-        docker.client().container.copy(keys, (config.ROUTER_CONTAINER, f"{where}/keys.log"))
+        docker.copy_to(pcap, config.ROUTER_CONTAINER, f"{where}/c.pcap")
+        docker.copy_to(keys, config.ROUTER_CONTAINER, f"{where}/keys.log")
         return router.run("tshark", "-n", "-r", f"{where}/c.pcap", "-o", f"tls.keylog_file:{where}/keys.log",
                           "-Y", display_filter, "-T", "fields", *(a for f in fields for a in ("-e", f)),
                           "-E", "aggregator=,")
-    except (DockerException, EnvironmentProblem):
+    except EnvironmentProblem:  # DockerError, ExecTimeout, ...
         return None
     finally:
         with contextlib.suppress(EnvironmentProblem):

@@ -13,9 +13,8 @@ import contextlib
 import subprocess
 import time
 
-from lab import config
+from lab import config, docker
 from lab.errors import EnvironmentProblem
-from lab.lines import LineReader
 from lab.link import router
 
 PREFIX = "qla_"
@@ -105,23 +104,25 @@ class NftShell:
 
     def __init__(self) -> None:
         self._n = 0
-        self.proc = subprocess.Popen(["docker", "exec", "-i", config.ROUTER_CONTAINER, "sh", "-c", "exec nft -i 2>&1"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
-        assert self.proc.stdout is not None
-        self._lines = LineReader(self.proc.stdout)
-        self._sync(time.monotonic() + 15)
+        # Its owner closes it when the run ends; the deadline is only a backstop (docker.RUN_SCOPED_DEADLINE_S).
+        self.proc = docker.Stream(docker.exec_args(config.ROUTER_CONTAINER, ["sh", "-c", "exec nft -i 2>&1"],
+                                                   interactive=True),
+                                  deadline_s=docker.RUN_SCOPED_DEADLINE_S, stdin=True, stdout=subprocess.PIPE)
+        try:
+            self._sync(time.monotonic() + 15)
+        except BaseException:  # an nft that never answered is not left running
+            self.proc.close(grace_s=0)
+            raise
 
     def _line(self, deadline: float) -> str | None:
-        return self._lines.read_line(deadline)
+        return self.proc.line(deadline)
 
     def _sync(self, deadline: float) -> list[str]:
         """Everything nft printed for the commands before the marker (their errors), once it has done them."""
-        assert self.proc.stdin is not None
         self._n += 1
         marker = f"qla_sync_{self._n}"
         try:
-            self.proc.stdin.write(f"list table inet {marker}\n".encode())
-            self.proc.stdin.flush()
+            self.proc.send(f"list table inet {marker}\n".encode())
         except OSError:
             raise EnvironmentProblem("the router's nft shell is gone") from None
         out: list[str] = []
@@ -136,11 +137,9 @@ class NftShell:
 
     def run(self, commands: list[str]) -> tuple[float, float]:
         """Apply commands (one nft transaction); (unix time written, unix time confirmed): it took effect between."""
-        assert self.proc.stdin is not None
         written = time.time()
         try:
-            self.proc.stdin.write((" ; ".join(commands) + "\n").encode())
-            self.proc.stdin.flush()
+            self.proc.send((" ; ".join(commands) + "\n").encode())
         except OSError:
             raise EnvironmentProblem("the router's nft shell is gone") from None
         errors = [line for line in self._sync(time.monotonic() + 15) if line.startswith("Error")]
@@ -150,11 +149,4 @@ class NftShell:
         return written, done
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            if self.proc.stdin:
-                self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        self.proc.close(grace_s=5)

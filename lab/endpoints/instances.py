@@ -8,8 +8,6 @@ import contextlib
 import time
 from dataclasses import dataclass
 
-from python_on_whales.exceptions import DockerException
-
 from lab import agent, docker
 from lab.errors import EnvironmentProblem
 
@@ -31,7 +29,7 @@ def listener(container: str, port: int) -> Listener | None:
     try:
         out = agent.run(container, ["sh", "-c", _LISTENER, "listener", str(port)],
                         timeout_s=docker.EXEC_TIMEOUT_S).strip().splitlines()
-    except DockerException as e:
+    except docker.DockerError as e:
         raise EnvironmentProblem(f"cannot look for the listener on port {port} in {container}: "
                                  f"{(e.stderr or str(e)).strip()[:200]}") from None
     if len(out) < 2 or not out[0].strip().isdigit():
@@ -42,8 +40,8 @@ def listener(container: str, port: int) -> Listener | None:
 def start(container: str, command: tuple[str, ...], port: int, env: dict[str, str], what: str) -> Listener:
     """Start `command` detached in `container` with PORT=port and `env`; wait until it listens on UDP `port`."""
     try:
-        docker.client().container.execute(container, list(command), detach=True, envs={"PORT": str(port), **env})
-    except DockerException as e:
+        docker.exec_detached(container, command, env={"PORT": str(port), **env})
+    except docker.DockerError as e:
         raise EnvironmentProblem(f"could not start {what}: {(e.stderr or str(e)).strip()[:200]}") from None
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -56,7 +54,7 @@ def start(container: str, command: tuple[str, ...], port: int, env: dict[str, st
 
 def stop(container: str, port: int) -> None:
     """Stop whatever listens on UDP `port` in `container` (SIGINT, as for a qlog instance: it closes its files)."""
-    with contextlib.suppress(DockerException, EnvironmentProblem):
+    with contextlib.suppress(EnvironmentProblem):
         found = listener(container, port)
         if found is not None:
             docker.exec_in(container, ["kill", "-INT", str(found.pid)])

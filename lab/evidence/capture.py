@@ -24,8 +24,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from python_on_whales.exceptions import DockerException
-
 from lab import config, docker
 from lab.endpoints import instances
 from lab.endpoints.registry import Implementation
@@ -79,37 +77,31 @@ class _Tcpdump:
 
     def __init__(self, iface: str, path: str) -> None:
         self.iface, self.path = iface, path
-        self.proc = subprocess.Popen(
-            ["docker", "exec", config.ROUTER_CONTAINER, "tcpdump", "-i", iface, "-n", "-s", "0", "-U",
-             "--immediate-mode", "-w", path, "ip", "and", "(", "tcp", "or", "udp", ")"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # Stopped (pkill -INT in the router, then stop()) when the run ends; the deadline is only a backstop
+        # (docker.RUN_SCOPED_DEADLINE_S: far longer than any run).
+        self.proc = docker.Stream(
+            docker.exec_args(config.ROUTER_CONTAINER, ["tcpdump", "-i", iface, "-n", "-s", "0", "-U",
+                                                       "--immediate-mode", "-w", path, "ip", "and", "(", "tcp",
+                                                       "or", "udp", ")"]),
+            deadline_s=docker.RUN_SCOPED_DEADLINE_S, stderr=subprocess.PIPE, text=True)
 
     def wait_listening(self, deadline: float) -> None:
-        assert self.proc.stderr is not None
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
+        while (line := self.proc.line(deadline, "stderr")) is not None:
             if "listening on" in line:
                 return
-            if not line and self.proc.poll() is not None:
-                break
         raise EnvironmentProblem(f"tcpdump in the router did not start on {self.iface}")
 
     def stop(self) -> int:
         """Wait for tcpdump to exit (after SIGINT); returns how many packets it says the kernel dropped."""
-        tail = ""
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            _, tail = self.proc.communicate(timeout=5)
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        _, tail = self.proc.finish(grace_s=5)
         m = re.search(r"(\d+) packets? dropped by kernel", tail or "")
         return int(m.group(1)) if m else 0
 
 
 def _copy_out(container: str, src: str, dest: Path) -> bool:
     try:
-        docker.client().container.copy((container, src), dest)
-    except DockerException:
+        docker.copy_from(container, src, dest)
+    except docker.DockerError:
         return False
     return dest.exists()
 
@@ -168,7 +160,7 @@ def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: st
             _collect_dir(ev, client_container, client_dir, folder, "client-")
         if server is not None and server_qlog is not None:
             time.sleep(_SERVER_QLOG_CLOSE_S)  # the connection's closing period ends; the server closes its qlog
-            with contextlib.suppress(DockerException):
+            with contextlib.suppress(docker.DockerError):
                 docker.exec_in(server.container, ["pkill", "-INT", "-f", "--", f"--qlog-dir={server_qlog}"])
             _collect_dir(ev, server.container, server_qlog, folder, "server-")
 
@@ -202,7 +194,7 @@ def _collect_dir(ev: Evidence, container: str, src: str, folder: Path, qlog_pref
             f.replace(target)
             ev.files.append(target)
         shutil.rmtree(staging, ignore_errors=True)
-    with contextlib.suppress(DockerException):
+    with contextlib.suppress(docker.DockerError):
         docker.exec_in(container, ["rm", "-rf", src])
     if qlog_prefix == "client-" and "SSLKEYLOGFILE" in ev.client_env and ev.find("keys.log") is None:
         ev.problems.append("the client wrote no TLS key log")

@@ -8,8 +8,6 @@ import contextlib
 import uuid
 from pathlib import Path
 
-from python_on_whales.exceptions import DockerException
-
 from lab import config, docker
 from lab.endpoints.registry import Implementation
 from lab.errors import QuiclabError
@@ -65,14 +63,14 @@ def _tshark_fields(capture: Path, keys: Path, port: int) -> str:
     work = f"/tmp/quiclab-tshark-{uuid.uuid4().hex[:10]}"
     try:
         router.run("mkdir", "-p", work)
-        docker.client().container.copy(capture, (config.ROUTER_CONTAINER, f"{work}/c.pcap"))
-        docker.client().container.copy(keys, (config.ROUTER_CONTAINER, f"{work}/keys.log"))
+        docker.copy_to(capture, config.ROUTER_CONTAINER, f"{work}/c.pcap")
+        docker.copy_to(keys, config.ROUTER_CONTAINER, f"{work}/keys.log")
         fields = [x for f in loss_response.TSHARK_FIELDS for x in ("-e", f)]
         argv = ["tshark", "-n", "-r", f"{work}/c.pcap", "-o", f"tls.keylog_file:{work}/keys.log",
                 "-d", f"udp.port=={port},quic", "-Y", "quic", "-T", "fields", *fields,
                 "-E", "occurrence=a", "-E", "aggregator=;"]
         return docker.exec_in(config.ROUTER_CONTAINER, argv, timeout_s=TSHARK_TIMEOUT_S)
-    except (DockerException, QuiclabError):
+    except QuiclabError:  # DockerError too
         return ""
     finally:
         with contextlib.suppress(QuiclabError):

@@ -22,8 +22,6 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from python_on_whales.exceptions import DockerException
-
 from lab import config, docker
 from lab.errors import EnvironmentProblem
 from lab.link import linkem, napi, router
@@ -128,7 +126,7 @@ def measure(path: Path, router_start: str | None = None, restore: bool = False) 
     try:
         out = docker.exec_in(config.CLIENT_CONTAINER, ["ping", "-n", "-c", str(PINGS), "-i", str(PING_INTERVAL_S),
                                                         "-W", "1", config.SERVER_IP])
-    except DockerException as e:
+    except docker.DockerError as e:
         raise EnvironmentProblem(f"cannot measure the lab's own path: ping client -> server failed "
                                  f"({(e.stderr or '').strip() or e})") from None
     finally:

@@ -12,8 +12,6 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from python_on_whales.exceptions import DockerException
-
 from lab import config, docker
 from lab.errors import EnvironmentProblem, UsageError
 from lab.link.model import Codel, Direction, DropHead, DropTail, FqCodel, Link, Pie, Qdisc
@@ -174,7 +172,7 @@ def _request_via_exec(method: str, path: str, body: bytes | None) -> str:
         cmd[4:4] = ["-H", "Content-Type: application/json", "--data-binary", body.decode()]
     try:
         return docker.exec_in(config.ROUTER_CONTAINER, cmd)
-    except DockerException as e:
+    except docker.DockerError as e:
         why = (e.stderr or "").strip() or e
         raise EnvironmentProblem(f"linkem in the router ({config.ROUTER_CONTAINER}) is not reachable ({why}): "
                                  "is the lab up? (`quiclab status`)") from None

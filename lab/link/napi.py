@@ -137,7 +137,7 @@ def set_threaded(on: bool) -> State:
     problem = host_step_problem()
     if problem:
         raise UsageError(f"changing the router's TUN NAPI is a host step and {problem}")
-    pid = docker.client().container.inspect(config.ROUTER_CONTAINER).state.pid
+    pid = docker.inspect_one(config.ROUTER_CONTAINER).pid
     if not pid:
         raise EnvironmentProblem(f"{config.ROUTER_CONTAINER} is not running: `quiclab up`")
     try:

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from python_on_whales.exceptions import DockerException
-
 from lab import config, docker
 from lab.errors import EnvironmentProblem
 
@@ -20,7 +18,7 @@ class Interfaces:
 def run(*args: str) -> str:
     try:
         return docker.exec_in(config.ROUTER_CONTAINER, list(args))
-    except DockerException as e:
+    except docker.DockerError as e:
         raise EnvironmentProblem(f"router command {' '.join(args[:3])} failed: "
                                  f"{(e.stderr or '').strip() or e}") from None
 
@@ -30,7 +28,7 @@ def try_run(*args: str) -> tuple[int, str]:
     try:
         docker.exec_in(config.ROUTER_CONTAINER, list(args))
         return 0, ""
-    except DockerException as e:
+    except docker.DockerError as e:
         return e.return_code, (e.stderr or "").strip()
 
 

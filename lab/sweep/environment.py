@@ -13,8 +13,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from python_on_whales.exceptions import DockerException
-
 from lab import __version__, config, docker, optional
 from lab.endpoints.registry import registry
 from lab.link import router, shaper
@@ -28,7 +26,7 @@ QUIC_CC = {"client": "newreno (curl: OpenSSL QUIC, fixed)", "server": "newreno (
 def _exec(container: str, *cmd: str) -> str:
     try:
         return docker.exec_in(container, ["sh", "-c", " ".join(cmd) + " 2>&1"]).strip()
-    except DockerException as e:
+    except docker.DockerError as e:
         return f"unknown ({(e.stderr or '').strip()[:80]})"
 
 
@@ -55,7 +53,7 @@ def versions() -> dict[str, str]:
         if key.startswith("openssl (") and not first.startswith("OpenSSL"):
             continue  # no OpenSSL in that container
         out[key] = first
-    out.update({"kernel": platform.release(), "docker": docker.client().version().server.version or "unknown",
+    out.update({"kernel": platform.release(), "docker": docker.server_version() or "unknown",
                 "python": platform.python_version()})
     return out
 
@@ -146,7 +144,7 @@ def self_check(link: Link, backend: str) -> dict[str, Any]:
         if rtts:
             result["rtt"] = {"configured_ms": round(link.rtt_s * 1000, 3),
                              "measured_median_ms": round(statistics.median(rtts), 3), "samples": len(rtts)}
-    except DockerException:
+    except docker.DockerError:
         result["rtt"] = {"error": "ping failed (loss on the link can make this fail)"}
     rate = link.downlink.effective_rate_bps
     if rate and link.downlink.loss.mean == 0:
@@ -157,7 +155,7 @@ def self_check(link: Link, backend: str) -> dict[str, Any]:
             if m:
                 result["rate"] = {"configured_mbit": round(rate / 1e6, 3), "tcp_goodput_mbit": float(m[-1]),
                                   "goodput/configured": round(float(m[-1]) / (rate / 1e6), 3)}
-        except DockerException:
+        except docker.DockerError:
             result["rate"] = {"error": "iperf3 failed"}
     result["interfaces"] = vars(router.interfaces())
     return result

@@ -14,8 +14,6 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from python_on_whales.exceptions import DockerException
-
 from lab import config, docker, lab
 from lab.config import cache_dir
 from lab.errors import QuiclabError
@@ -25,7 +23,7 @@ def lab_fingerprint() -> str | None:
     """The running lab's identity: each container's name, image and start time (None if Docker cannot say)."""
     try:
         containers = docker.labelled(lab.PROJECT_LABEL, running_only=True)
-    except (DockerException, QuiclabError):
+    except QuiclabError:  # DockerError too
         return None
     ident = sorted(f"{c.name} {c.image} {c.started_at}" for c in containers)
     return hashlib.sha256("\n".join(ident).encode()).hexdigest()

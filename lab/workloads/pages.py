@@ -4,8 +4,6 @@ serves them. The script is run from this checkout (bash -c), so a page can be ma
 
 from __future__ import annotations
 
-from python_on_whales.exceptions import DockerException
-
 from lab import config, docker
 from lab.errors import EnvironmentProblem
 
@@ -35,7 +33,7 @@ def ensure(n: int, size: int) -> dict[str, str]:
         try:
             out = docker.exec_in(config.SERVER_CONTAINER, ["bash", "-c", SCRIPT.read_text(), "quiclab-page",
                                                            str(n), str(size)], timeout_s=120 + n * size / 20e6)
-        except DockerException as e:
+        except docker.DockerError as e:
             raise EnvironmentProblem(f"could not make the page of {n} x {size} bytes on the server: "
                                      f"{(e.stderr or '').strip() or e}") from None
         sums = parse_sums(out)
@@ -52,7 +50,7 @@ def changed(n: int, size: int) -> str | None:
     try:
         now = parse_sums(docker.exec_in(config.SERVER_CONTAINER,
                                         ["cat", f"/srv/www{path_for(n, size)}SHA256SUMS"]))
-    except DockerException as e:
+    except docker.DockerError as e:
         return f"cannot read the page's manifest on the server: {(e.stderr or '').strip() or e}"
     if now != _cache[(n, size)]:
         del _cache[(n, size)]

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import numpy as np
 from pydantic import Field
-from python_on_whales.exceptions import DockerException
 
-from lab import agent, config
+from lab import agent, config, docker
 from lab.endpoints import check_server
 from lab.endpoints.base import ClientAdapter
 from lab.endpoints.registry import UNSUPPORTED_EXIT, registry
@@ -103,7 +102,7 @@ def run_workload(adapter: ClientAdapter, server: str, protocol: Protocol, w: Wor
     start = time.monotonic()
     try:
         out = agent.run(adapter.container, argv, timeout_s=timeout_s + EXEC_MARGIN_S + 30)
-    except DockerException as e:
+    except docker.DockerError as e:
         message = " ".join((e.stderr or str(e)).split())[:300]
         if e.return_code == UNSUPPORTED_EXIT:
             return _unsupported(adapter, server, protocol, w, w.total_bytes(point_size), message)

@@ -17,8 +17,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from python_on_whales.exceptions import DockerException
-
 from lab import config, docker
 from lab.errors import EnvironmentProblem
 
@@ -114,17 +112,16 @@ def inspect(pcap: Path, keylog: Path, client_ip: str) -> list[list[str]]:
     """tshark's FIELDS rows of the decrypted capture (tshark runs in the router)."""
     tag = uuid.uuid4().hex[:12]
     rp, rk = f"/tmp/quiclab-sessions-{tag}.pcap", f"/tmp/quiclab-sessions-{tag}.keys"
-    d = docker.client()
     try:
-        d.container.copy(str(pcap), (config.ROUTER_CONTAINER, rp))
-        d.container.copy(str(keylog), (config.ROUTER_CONTAINER, rk))
+        docker.copy_to(pcap, config.ROUTER_CONTAINER, rp)
+        docker.copy_to(keylog, config.ROUTER_CONTAINER, rk)
         out = docker.exec_in(config.ROUTER_CONTAINER, [
             "tshark", "-n", "-r", rp, "-o", f"tls.keylog_file:{rk}", "-Y", f"ip.addr == {client_ip}",
             "-T", "fields", "-E", "separator=/t", *(x for f in FIELDS for x in ("-e", f))], timeout_s=120)
-    except DockerException as e:
+    except docker.DockerError as e:
         raise EnvironmentProblem(f"tshark in the router could not read the run's capture: "
                                  f"{(e.stderr or '').strip()[:200] or e}") from None
     finally:
-        with contextlib.suppress(DockerException, EnvironmentProblem):
+        with contextlib.suppress(EnvironmentProblem):
             docker.exec_in(config.ROUTER_CONTAINER, ["rm", "-f", rp, rk])
     return [line.split("\t") for line in out.splitlines() if line.strip()]

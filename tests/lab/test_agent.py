@@ -10,7 +10,6 @@ import threading
 import time
 
 import pytest
-from python_on_whales.exceptions import DockerException
 
 from lab import agent, config, docker
 from lab.errors import EnvironmentProblem
@@ -35,7 +34,7 @@ def container(request: pytest.FixtureRequest, lab_up: None) -> str:
 def test_the_agent_answers_as_docker_exec_does(container: str):
     argv = ["sh", "-c", SCRIPT]
     assert agent.run(container, argv, timeout_s=10) == docker.exec_in(container, argv) == "one two\nthree"
-    with pytest.raises(DockerException) as e:
+    with pytest.raises(docker.DockerError) as e:
         agent.run(container, ["sh", "-c", "echo partial; echo 'went wrong' >&2; exit 3"], timeout_s=10)
     assert e.value.return_code == 3 and "went wrong" in (e.value.stderr or "")
     # a command spanning lines, quotes and a multi-byte character go through unchanged
@@ -45,7 +44,7 @@ def test_the_agent_answers_as_docker_exec_does(container: str):
 
 def test_an_overrunning_command_is_ended(container: str):
     t0 = time.monotonic()
-    with pytest.raises(DockerException) as e:
+    with pytest.raises(docker.DockerError) as e:
         agent.run(container, ["sleep", "30"], timeout_s=1.5)
     assert e.value.return_code == 124 and time.monotonic() - t0 < 5
     assert agent.run(container, ["echo", "still here"], timeout_s=10) == "still here"  # the same agent goes on

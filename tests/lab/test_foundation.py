@@ -9,7 +9,6 @@ import sys
 import time
 
 import pytest
-from python_on_whales.exceptions import DockerException
 
 from lab import agent, config, docker, lab
 from lab.endpoints import get_client
@@ -84,7 +83,7 @@ def test_router_is_the_only_path(clean_link):
     router.run("quiclab-router", "forwarding", "off")
     try:
         assert not _reaches_server(), "the client reached the server with the router's forwarding off"
-        with pytest.raises(DockerException):
+        with pytest.raises(docker.DockerError):
             client("ping", "-c", "2", "-i", "0.2", "-W", "1", config.SERVER_IP)
     finally:
         router.run("quiclab-router", "forwarding", "on")
@@ -93,7 +92,7 @@ def test_router_is_the_only_path(clean_link):
 
 def test_client_and_server_hold_no_net_admin(lab_up):
     for container in (config.CLIENT_CONTAINER, config.SERVER_CONTAINER):
-        with pytest.raises(DockerException) as e:
+        with pytest.raises(docker.DockerError) as e:
             docker.exec_in(container, ["ip", "route", "add", "10.99.0.0/24", "dev", "eth0"])
         assert "not permitted" in (e.value.stderr or "").lower()
     caps = {c.name: c.host_config.cap_add or [] for c in docker.client().container.list(

@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from python_on_whales.exceptions import DockerException
 
 from lab import config, docker, hostnet, instance, lab, optional
 from lab.endpoints.registry import load
@@ -327,6 +326,6 @@ def test_a_sweep_sharded_over_two_labs_side_by_side_merges_into_the_plan(engine,
         for n in labs:
             try:
                 take_down(n)
-            except (AssertionError, DockerException, subprocess.SubprocessError) as e:
+            except (AssertionError, docker.DockerError, subprocess.SubprocessError) as e:
                 problems.append(f"lab {n.number}: {e}")
         assert not problems, problems

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from python_on_whales.exceptions import DockerException
 
 from lab import config, docker
 from lab.link import napi
@@ -77,7 +76,7 @@ def test_threaded_napi_is_put_in_force_from_the_host_and_the_router_stays_unpriv
     spec = json.loads(subprocess.run(["docker", "inspect", config.ROUTER_CONTAINER], capture_output=True, text=True,
                                      check=True).stdout)[0]
     assert spec["HostConfig"]["CapAdd"] == ["NET_ADMIN"] and not spec["HostConfig"]["Privileged"]
-    with pytest.raises(DockerException, match="Read-only file system"):
+    with pytest.raises(docker.DockerError, match="Read-only file system"):
         docker.exec_in(config.ROUTER_CONTAINER, ["sh", "-c", "echo 0 > /sys/class/net/tun-down/threaded"])
 
     # something left it otherwise (a router restart has new TUNs): the sweep puts the setting back in force,

@@ -12,7 +12,6 @@ import sys
 import time
 
 import pytest
-from python_on_whales.exceptions import DockerException
 
 from lab import agent, config, docker
 from lab.endpoints import check_server, get_client
@@ -61,7 +60,7 @@ def test_verified_transfers_between_the_versions(clean_link, client, server, pro
 
 def test_nginx_130_serves_the_shared_objects_read_only(clean_link):
     verified("curl-sid", "nginx-sid", Protocol.H3, size=123_461)  # made on demand by nginx 1.26's container
-    with pytest.raises(DockerException) as e:
+    with pytest.raises(docker.DockerError) as e:
         docker.exec_in(config.SERVER_NGINX130_CONTAINER, ["touch", "/srv/www/obj/x"])
     assert "read-only" in (e.value.stderr or "").lower()
 
