@@ -10,7 +10,7 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from lab.errors import EnvironmentProblem, UsageError
+from lab.errors import EnvironmentProblem, QuiclabError, UsageError
 from lab.evidence.pcap import Packet, PcapError, read_pcap
 from lab.explain.analyze import RunInputs, explain
 from lab.explain.model import EXPLAIN_JSON, Explanation
@@ -125,3 +125,19 @@ def explain_folder(folder: Path, records: list[RunRecord], run_key: str | None,
             raise EnvironmentProblem(f"cannot write {evdir / EXPLAIN_JSON}: {err.strerror or err}") from None
         out.append(e)
     return out
+
+
+def after_sweep(folder: Path, records: list[RunRecord], tshark: TsharkFields) -> str | None:
+    """At a complete sweep's end (before its report): explain every captured run, so explain.json is beside each
+    run's evidence whenever captures were on. None when no run has captures; otherwise one line saying what was
+    done. A failure here loses nothing measured: the line says so and how to explain later."""
+    runs = [(r, d) for r in records if (d := evidence_dir(folder, r)) is not None]
+    if not runs:
+        return None
+    try:
+        done = explain_folder(folder, records, None, tshark)
+    except QuiclabError as e:
+        return f"the captured runs were not explained ({e}); later: quiclab explain {folder}"
+    bad = sum(1 for e in done if e.status != "explained")
+    return (f"explained {len(done)} captured runs ({EXPLAIN_JSON} beside each run's evidence"
+            + (f"; {bad} not explainable or invalid: quiclab explain {folder} says why" if bad else "") + ")")

@@ -36,6 +36,8 @@ from lab import config, docker, instance, lab, lock, optional, terminal
 from lab.endpoints import require_available
 from lab.endpoints.registry import registry
 from lab.errors import QuiclabError, UsageError
+from lab.explain import folder as explain_folder
+from lab.explain import tshark
 from lab.link import shaper
 from lab.link.model import Link
 from lab.observe.push import Publisher
@@ -512,5 +514,9 @@ def _finalize(folder: Path, manifest: dict[str, Any], labs: list[_Lab], complete
     if down_problems:
         manifest["teardown_problems"] = down_problems
     store.write_json_atomic(folder / store.MANIFEST, manifest)
+    if complete:
+        explained = explain_folder.after_sweep(folder, store.load_runs(folder), tshark.fields)
+        if explained:
+            terminal.info(explained)
     build_report(folder)
     return errors

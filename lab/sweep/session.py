@@ -14,6 +14,8 @@ from rich.text import Text
 from lab import config, lab, lock, terminal
 from lab.endpoints import require_available
 from lab.errors import QuiclabError
+from lab.explain import folder as explain_folder
+from lab.explain import tshark
 from lab.link import calibrate, linkem, napi, shaper
 from lab.link.model import Link
 from lab.observe.push import Publisher
@@ -99,6 +101,10 @@ def execute(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Plan
             if finish.error:
                 manifest["stopped_by"] = finish.error
             store.write_json_atomic(folder / store.MANIFEST, manifest)
+            if finish.outcome == "complete":
+                explained = explain_folder.after_sweep(folder, store.load_runs(folder), tshark.fields)
+                if explained:
+                    terminal.info(explained)
             build_report(folder)
     if finish.outcome == "environment":
         raise runner.EnvironmentFailure(f"the lab failed, the sweep stopped (the run was not recorded): "

@@ -77,3 +77,27 @@ def test_a_sweep_without_captures_says_how_to_get_them(sweep, capsys):
     assert run([str(sweep)]) == 2
     err = capsys.readouterr().err
     assert "has captures: sweep with --capture pcap,keylog" in err
+
+
+def test_a_complete_sweep_explains_its_captured_runs_at_its_end(sweep: Path) -> None:
+    from lab.explain import folder as explain_folder
+    from lab.explain.model import EXPLAIN_JSON
+    from lab.sweep import store
+
+    records = store.load_runs(sweep)
+    line = explain_folder.after_sweep(sweep, records, lambda pcap, keylog: pcap.with_suffix(".tsv").read_text())
+    assert line is not None and line.startswith(f"explained {len(records)} captured runs")
+    assert len(list(sweep.rglob(EXPLAIN_JSON))) == len(records)
+    assert explain_folder.after_sweep(sweep, [], tshark.fields) is None  # nothing captured: nothing to say
+
+
+def test_a_failure_to_explain_at_a_sweeps_end_loses_nothing_and_says_how_to_explain_later(sweep: Path) -> None:
+    from lab.errors import EnvironmentProblem
+    from lab.explain import folder as explain_folder
+    from lab.sweep import store
+
+    def broken(pcap: Path, keylog: Path | None) -> str:
+        raise EnvironmentProblem("the router is not running")
+
+    line = explain_folder.after_sweep(sweep, store.load_runs(sweep), broken)
+    assert line is not None and "were not explained" in line and f"quiclab explain {sweep}" in line
