@@ -34,7 +34,7 @@ class Shard:
     folder: Path
     manifest: dict[str, Any]
     spec: ShardSpec                 # 1/1 for a sweep that was not sharded
-    records: list[RunRecord]        # runs.csv without interrupted rows (an interrupted run is never a result)
+    records: list[RunRecord]        # runs.csv's results (store.is_result: no interrupted or legacy lab-failure row)
     planned: dict[str, PlannedRun] = field(default_factory=dict)  # the runs this shard was planned to hold
 
     @property
@@ -74,7 +74,7 @@ def read_shard(folder: Path) -> Shard:
         what = "a file" if folder.exists() else "no such directory"
         raise UsageError(f"{str(folder)!r} is not a sweep folder ({what})")
     manifest = store.read_manifest(folder)
-    records = [r for r in store.load_runs(folder) if r.status != "interrupted"]
+    records = [r for r in store.load_runs(folder) if store.is_result(r)]  # the store's one rule
     return Shard(folder, manifest, spec_of(manifest) or ShardSpec(1, 1), records)
 
 

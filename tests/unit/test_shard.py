@@ -239,6 +239,19 @@ def test_an_incomplete_shard_is_named_with_how_to_go_on(tmp_path):
         merge(folders[:1] + folders[1:], tmp_path / "out")
 
 
+def test_a_legacy_lab_failure_row_is_not_merged_as_a_result(tmp_path):
+    # older versions recorded a lab failure as a failed run; the store never counts it (store.is_result), and
+    # neither does merge: the shard lacks that run and says how to go on
+    s = scenario()
+    spec = shard.ShardSpec(2, 3)
+    recs = [record(r, s.name) for r in spec.select(plan(s))]
+    recs[-1] = dataclasses.replace(recs[-1], status="failed", failure="could not run curl: docker exec failed")
+    folders = shards(tmp_path, s)
+    folders[1] = make_shard(tmp_path / "in", s, spec, records=recs)
+    with pytest.raises(UsageError, match=r"shard 2/3 in .* lacks 1 of its 6 runs"):
+        merge(folders, tmp_path / "out")
+
+
 def test_duplicates_and_foreign_runs_are_refused(tmp_path):
     s = scenario()
     every = plan(s)
