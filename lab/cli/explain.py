@@ -10,6 +10,7 @@ import typer
 from pydantic import TypeAdapter
 
 from lab import terminal
+from lab.cli.explain_versus import versus_cmd
 from lab.cli.report import check_sweep_folder
 from lab.explain import tshark
 from lab.explain.folder import explain_folder
@@ -50,12 +51,20 @@ def register(app: typer.Typer) -> None:
         run: Annotated[str | None, typer.Option("--run", help="Only this run (its run_key, e.g. "
                                                               "'1/h3/curl/nginx/0').")] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print the records as JSON instead.")] = False,
+        versus: Annotated[str | None, typer.Option("--versus", help="Explain the difference between two methods "
+                                                   "at --point: A,B, each h1/h2/h3 or protocol:client>server "
+                                                   "(e.g. 'h2,h3').")] = None,
+        point: Annotated[str | None, typer.Option("--point", help="The point for --versus, as point_label in "
+                                                  "runs.csv (e.g. 'loss=3%').")] = None,
     ) -> None:
         """Explain each captured run from its own evidence: handshake round trips, path truth (drops counted from
         both captures against the emulator's counters), loss and recovery, windows, reasons. Writes explain.json
         beside each run's evidence; tshark runs in the lab's router (the lab must be up). docs/explain.md."""
         check_sweep_folder(folder)
         records, _ = load_sweep(folder)
+        if versus is not None or point is not None:
+            versus_cmd(folder, records, versus, point, run, json_out)
+            return
         records_out = explain_folder(folder, records, run, tshark.fields)
         if json_out:
             terminal.raw(TypeAdapter(list[Explanation]).dump_json(records_out, indent=2).decode())
