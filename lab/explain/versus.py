@@ -131,8 +131,10 @@ class _Stream:
         return bool(self.pending)
 
 
-def analyse(arrivals: Sequence[Arrival], rate_bps: float | None) -> Analysis:
-    """The curve, the hole episodes and the re-sent bytes of one run's arrivals (in capture order)."""
+def analyse(arrivals: Sequence[Arrival], rate_bps: float | None, after: float = 0.0) -> Analysis:
+    """The curve, the hole episodes and the re-sent bytes of one run's arrivals (in capture order). Episodes and
+    re-sent bytes count only after `after` (the request: what comes before is the handshake's), an episode open at
+    that time from then on."""
     streams: dict[int, _Stream] = {}
     curve = Curve()
     episodes: list[Episode] = []
@@ -147,15 +149,17 @@ def analyse(arrivals: Sequence[Arrival], rate_bps: float | None) -> Analysis:
         re = False
         for sid, x, y in a.ranges:
             re |= streams.setdefault(sid, _Stream()).add(x, y)
-        if re:
+        if re and a.t > after:
             resent += a.wire_bytes
         now_open = any(s.hole for s in streams.values())
-        if was_open:
+        if was_open and start is not None and a.t > max(start, after):
             busy += a.wire_bytes * per_byte
         if not was_open and now_open:
             start, busy = a.t, 0.0
         elif was_open and not now_open and start is not None:
-            episodes.append(Episode(start, a.t, busy, max(0.0, a.t - start - busy)))
+            if a.t > after:
+                s0 = max(start, after)
+                episodes.append(Episode(s0, a.t, busy, max(0.0, a.t - s0 - busy)))
             start = None
         got = sum(s.got for s in streams.values())
         if got > got_before:
@@ -164,9 +168,9 @@ def analyse(arrivals: Sequence[Arrival], rate_bps: float | None) -> Analysis:
             curve.t.append(a.t)
             curve.in_order.append(sum(s.contig for s in streams.values()))
             curve.received.append(got)
-    if start is not None and curve.t:  # a hole never filled in the capture: the episode runs to its end
-        end = curve.t[-1]
-        episodes.append(Episode(start, end, busy, max(0.0, end - start - busy)))
+    if start is not None and curve.t and curve.t[-1] > after:  # a hole never filled: the episode runs to the end
+        end, s0 = curve.t[-1], max(start, after)
+        episodes.append(Episode(s0, end, busy, max(0.0, end - s0 - busy)))
     return Analysis(curve, episodes, resent, last_new)
 
 
@@ -205,7 +209,7 @@ class Versus(BaseModel):
 def components(method: str, run_key: str, totals_s: Sequence[float], total_s: float, tr: Trace,
                rate_bps: float | None) -> tuple[Components, Analysis]:
     """One method's components from its median run's trace (`totals_s`: the transfer times of all its runs)."""
-    an = analyse(tr.arrivals, rate_bps)
+    an = analyse(tr.arrivals, rate_bps, tr.request_s or 0.0)
     stalled = sum(e.stalled_s for e in an.episodes)
     resent = an.resent_bytes * 8 / rate_bps if rate_bps else 0.0
     hs = tr.request_s or 0.0

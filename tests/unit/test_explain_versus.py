@@ -81,6 +81,15 @@ def test_a_hole_while_the_link_stays_busy_costs_nothing_but_the_resend():
     assert c.handshake_ms + c.loss_recovery_ms + c.rest_ms == pytest.approx(c.total_ms)
 
 
+def test_what_comes_before_the_request_is_the_handshakes_not_loss_recovery():
+    arr = steady(20, lost=(10,), resend_at=0.060)
+    assert vs.analyse(arr, RATE, after=0.061).episodes == []  # all before the request
+    assert vs.analyse(arr, RATE, after=0.061).resent_bytes == 0
+    (e,) = vs.analyse(arr, RATE, after=0.030).episodes  # open at the request: counted from it
+    assert e.start == pytest.approx(0.030) and e.link_s == pytest.approx(0.001)  # the resend only
+    assert e.stalled_s == pytest.approx(0.029)
+
+
 def test_a_hole_never_filled_runs_to_the_end_of_the_capture():
     an = vs.analyse(steady(20, lost=(10,)), RATE)
     (e,) = an.episodes
@@ -89,19 +98,19 @@ def test_a_hole_never_filled_runs_to_the_end_of_the_capture():
 
 def test_without_a_rate_the_episodes_count_whole_and_a_note_says_so():
     arr = steady(20, lost=(10,), resend_at=0.060)
-    a, _ = vs.components("a", "ka", [0.2], 0.2, vs.Trace(0.05, arr), None)
+    a, _ = vs.components("a", "ka", [0.2], 0.2, vs.Trace(0.005, arr), None)
     assert a.stalled_ms == pytest.approx(49.0) and a.resent_ms == 0.0
     v = vs.versus("p", a, a, None)
     assert any("no configured rate" in n for n in v.notes)
 
 
 def test_the_difference_rows_add_up_to_the_difference_by_construction():
-    a, _ = vs.components("h2", "ka", [0.30, 0.25, 0.40], 0.30, vs.Trace(0.088, steady(20, lost=(10,),
+    a, _ = vs.components("h2", "ka", [0.30, 0.25, 0.40], 0.30, vs.Trace(0.005, steady(20, lost=(10,),
                                                                                       resend_at=0.060)), RATE)
-    b, _ = vs.components("h3", "kb", [0.20], 0.20, vs.Trace(0.047, steady(20)), RATE)
+    b, _ = vs.components("h3", "kb", [0.20], 0.20, vs.Trace(0.004, steady(20)), RATE)
     v = vs.versus("loss=3%", a, b, RATE)
     assert v.difference_ms == pytest.approx(-100.0) and v.median_difference_ms == pytest.approx(-100.0)
-    assert v.handshake_ms == pytest.approx(-41.0) and v.loss_recovery_ms == pytest.approx(-41.0)
+    assert v.handshake_ms == pytest.approx(-1.0) and v.loss_recovery_ms == pytest.approx(-41.0)
     assert v.handshake_ms + v.loss_recovery_ms + v.rest_ms == pytest.approx(v.difference_ms, abs=1e-6)
     assert v.notes == []
 
