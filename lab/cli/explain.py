@@ -12,7 +12,7 @@ from pydantic import TypeAdapter
 from lab import terminal
 from lab.cli.explain_versus import versus_cmd
 from lab.cli.report import check_sweep_folder
-from lab.explain import tshark
+from lab.explain import qlog, tshark
 from lab.explain.folder import explain_folder
 from lab.explain.model import Explanation, Figure
 from lab.results.report import load_sweep
@@ -56,6 +56,9 @@ def register(app: typer.Typer) -> None:
                                                    "(e.g. 'h2,h3').")] = None,
         point: Annotated[str | None, typer.Option("--point", help="The point for --versus, as point_label in "
                                                   "runs.csv (e.g. 'loss=3%').")] = None,
+        qlog_dir: Annotated[Path | None, typer.Option("--qlog", help="Write a qvis-loadable qlog (0.3, JSON-SEQ) "
+                                                      "of each captured HTTP/3 run into this folder, "
+                                                      "reconstructed from its decrypted client-side capture.")] = None,
     ) -> None:
         """Explain each captured run from its own evidence: handshake round trips, path truth (drops counted from
         both captures against the emulator's counters), loss and recovery, windows, reasons. Writes explain.json
@@ -64,6 +67,10 @@ def register(app: typer.Typer) -> None:
         records, _ = load_sweep(folder)
         if versus is not None or point is not None:
             versus_cmd(folder, records, versus, point, run, json_out)
+            return
+        if qlog_dir is not None:
+            for key, path, why in qlog.write_folder(folder, records, run, qlog_dir, qlog.decoded):
+                terminal.line(f"{key}: qlog {path}" if path else f"{key}: {why}")
             return
         records_out = explain_folder(folder, records, run, tshark.fields)
         if json_out:
