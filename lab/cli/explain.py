@@ -69,8 +69,8 @@ def register(app: typer.Typer) -> None:
             versus_cmd(folder, records, versus, point, run, json_out)
             return
         if qlog_dir is not None:
-            for key, path, why in qlog.write_folder(folder, records, run, qlog_dir, qlog.decoded):
-                terminal.line(f"{key}: qlog {path}" if path else f"{key}: {why}")
+            for key, paths, why in qlog.write_folder(folder, records, run, qlog_dir, qlog.decoded):
+                terminal.line(f"{key}: qlog {', '.join(map(str, paths))}" if paths else f"{key}: {why}")
             return
         records_out = explain_folder(folder, records, run, tshark.fields)
         if json_out:

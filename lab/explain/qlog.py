@@ -60,16 +60,20 @@ def _strip(o: Any) -> Any:
 
 def slim(tshark_json: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """`tshark -T json --no-duplicate-keys -J "frame ip udp quic"`'s packets reduced to what the qlog needs: per
-    UDP datagram its frame number, epoch time, addresses, UDP length and QUIC packets (without payload bytes)."""
+    UDP datagram its frame number, epoch time, addresses, UDP length, tshark's QUIC connection number and QUIC
+    packets (without payload bytes)."""
     out = []
     for p in tshark_json:
         layers = p.get("_source", {}).get("layers", {})
         fr, ip, udp = layers.get("frame", {}), layers.get("ip", {}), layers.get("udp", {})
         if not udp or "quic" not in layers:
             continue
+        quic = _as_list(layers["quic"])
+        conn = next((c.get("quic.connection.number") for q in quic
+                     if isinstance(c := q.get("QUIC Connection information"), dict)), None)
         out.append({"frame.number": fr.get("frame.number"), "frame.time_epoch": fr.get("frame.time_epoch"),
                     "ip.src": ip.get("ip.src"), "ip.dst": ip.get("ip.dst"), "udp.length": udp.get("udp.length"),
-                    "quic": _strip(_as_list(layers["quic"]))})
+                    "quic.connection.number": conn, "quic": _strip(quic)})
     return out
 
 
@@ -217,6 +221,20 @@ def odcid(packets: list[dict[str, Any]], client: str) -> str | None:
     return None
 
 
+def connections(packets: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The capture's datagrams split by QUIC connection (tshark's connection number), in order of first packet; a
+    run with several connections (page loads, resumption) gets one qlog trace per connection. A datagram tshark
+    gives no connection (it could not read it) goes with the connection before it (the first one at the start)."""
+    known = [c for p in packets if (c := p.get("quic.connection.number")) is not None]
+    last = known[0] if known else None
+    by: dict[Any, list[dict[str, Any]]] = {}
+    for p in packets:
+        c = p.get("quic.connection.number")
+        last = c if c is not None else last
+        by.setdefault(last, []).append(p)
+    return list(by.values())
+
+
 def records(packets: list[dict[str, Any]], title: str, description: str = "") -> list[dict[str, Any]]:
     """The qlog 0.3 records of one connection's capture: the header first, then one transport:packet_sent or
     transport:packet_received event per QUIC packet (coalesced packets of a datagram each get one, with
@@ -293,12 +311,14 @@ def decoded(pcap: Path, keylog: Path) -> list[dict[str, Any]]:
         raise EnvironmentProblem(f"tshark's JSON of {pcap} does not parse: {e}") from None
 
 
-def file_name(run_key: str) -> str:
-    return run_key.replace("/", "_") + ".sqlog"
+def file_name(run_key: str, connection: int | None = None) -> str:
+    """`1_h3_curl_nginx_0.sqlog`; with several connections `..._conn1.sqlog`, `..._conn2.sqlog`, ..."""
+    return run_key.replace("/", "_") + (f"_conn{connection + 1}" if connection is not None else "") + ".sqlog"
 
 
-def write_run(record: RunRecord, evdir: Path, out_dir: Path, decode: Decoder) -> Path:
-    """Write the run's qlog into `out_dir` (named after its run key); NoQlog says why it cannot be written."""
+def write_run(record: RunRecord, evdir: Path, out_dir: Path, decode: Decoder) -> list[Path]:
+    """Write the run's qlog into `out_dir` (named after its run key; one file per QUIC connection); NoQlog says why
+    it cannot be written."""
     if record.protocol != "h3":
         raise NoQlog(f"skipped: an {record.protocol} run is TCP, not QUIC (qlog is for HTTP/3 runs)")
     pcap, keys = evdir / "client-side.pcap", evdir / "keys.log"
@@ -307,32 +327,39 @@ def write_run(record: RunRecord, evdir: Path, out_dir: Path, decode: Decoder) ->
     if not keys.is_file() or not keys.read_text(encoding="utf-8", errors="replace").strip():
         raise NoQlog("cannot write qlog: no TLS key log (keys.log) beside the capture, so its QUIC packets cannot "
                      "be decrypted (capture with --capture pcap,keylog)")
+    conns = connections(decode(pcap, keys))
+    traces = []
     try:
-        recs = records(decode(pcap, keys), title=f"quiclab {record.sweep} {record.run_key}",
-                       description=f"{record.client} -> {record.server} ({record.protocol}), reconstructed from "
-                                   f"the router's decrypted capture {pcap.name}")
+        for i, c in enumerate(conns or [[]]):
+            n = f" connection {i + 1} of {len(conns)}" if len(conns) > 1 else ""
+            traces.append(records(c, title=f"quiclab {record.sweep} {record.run_key}{n}",
+                                  description=f"{record.client} -> {record.server} ({record.protocol}), "
+                                              f"reconstructed from the router's decrypted capture {pcap.name}"))
     except NoQlog as e:
         raise NoQlog(f"cannot write qlog: {e}") from None
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / file_name(record.run_key)
-    tmp = path.with_suffix(".sqlog.tmp")
-    tmp.write_text(dumps(recs), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    paths = []
+    for i, recs in enumerate(traces):
+        path = out_dir / file_name(record.run_key, i if len(traces) > 1 else None)
+        tmp = path.with_suffix(".sqlog.tmp")
+        tmp.write_text(dumps(recs), encoding="utf-8")
+        tmp.replace(path)
+        paths.append(path)
+    return paths
 
 
 def write_folder(folder: Path, records_: list[RunRecord], run_key: str | None, out_dir: Path,
-                 decode: Decoder) -> list[tuple[str, Path | None, str]]:
-    """A qlog for each captured run of a sweep folder (only `run_key` if given): (run key, file or None, why not).
+                 decode: Decoder) -> list[tuple[str, list[Path], str]]:
+    """A qlog for each captured run of a sweep folder (only `run_key` if given): (run key, files, why none).
     TCP runs and runs whose capture cannot give one are listed with the reason, not raised."""
     from lab.explain.folder import captured_runs  # (folder imports the analysis; only needed here)
 
-    out: list[tuple[str, Path | None, str]] = []
+    out: list[tuple[str, list[Path], str]] = []
     for record, evdir in captured_runs(folder, records_, run_key):
         try:
             out.append((record.run_key, write_run(record, evdir, out_dir, decode), ""))
         except NoQlog as e:
-            out.append((record.run_key, None, str(e)))
+            out.append((record.run_key, [], str(e)))
         except OSError as e:
             raise EnvironmentProblem(f"cannot write the qlog of {record.run_key} in {out_dir}: "
                                      f"{e.strerror or e}") from None

@@ -127,7 +127,7 @@ def test_slim_keeps_fields_and_drops_bytes():
            {"_source": {"layers": {"frame": {}, "ip": {}, "tcp": {}}}}]
     (p,) = qlog.slim(raw)
     assert p == {"frame.number": "1", "frame.time_epoch": "1.5", "ip.src": "a", "ip.dst": "b", "udp.length": "50",
-                 "quic": [{"quic.short": {"quic.packet_number": "4"},
+                 "quic.connection.number": None, "quic": [{"quic.short": {"quic.packet_number": "4"},
                            "quic.frame": {"quic.frame_type": "0x08", "quic.stream.stream_id": "0"}}]}
 
 
@@ -172,3 +172,25 @@ def test_cli_run_without_keys_says_why_not_a_crash(sweep, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "0/h3/curl/nginx/0: cannot write qlog: no TLS key log (keys.log)" in out
     assert not (tmp_path / "q" / "0_h3_curl_nginx_0.sqlog").exists()
+
+
+def test_one_trace_per_quic_connection():
+    packets = _decoded(H3)
+    assert [len(c) for c in qlog.connections(packets)] == [94]
+    second = [{**p, "quic.connection.number": "1"} for p in packets[:5]]
+    tail = {**packets[5], "quic.connection.number": None}  # unreadable: goes with the connection before it
+    conns = qlog.connections(packets[:10] + second + [tail])
+    assert [len(c) for c in conns] == [10, 6] and conns[1][-1] is tail
+
+
+def test_cli_writes_one_file_per_connection(sweep, tmp_path, monkeypatch, capsys):
+    def two(pcap, keylog):
+        packets = _decoded(pcap.parent)
+        return packets + [{**p, "quic.connection.number": "1"} for p in packets]
+
+    monkeypatch.setattr(qlog, "decoded", two)
+    assert run([str(sweep), "--qlog", str(tmp_path / "q"), "--run", "0/h3/curl/nginx/0"]) == 0
+    assert sorted(p.name for p in (tmp_path / "q").iterdir()) == ["0_h3_curl_nginx_0_conn1.sqlog",
+                                                                  "0_h3_curl_nginx_0_conn2.sqlog"]
+    second = qlog.loads((tmp_path / "q" / "0_h3_curl_nginx_0_conn2.sqlog").read_text())
+    assert second[0]["title"].endswith("connection 2 of 2") and len(second) == 97
