@@ -7,6 +7,7 @@ and the nginx QUIC run's record says whether its sender's flight fell."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -63,8 +64,9 @@ def explain(folder: Path) -> dict[str, dict]:
 
 
 def test_a_captured_h2_and_h3_sweep_is_explained_run_by_run(lab_up, tmp_path):
+    folders: dict[str, Path] = {}
     for protocol, cc, rts in (("h2", 'cc = "cubic"', 2), ("h3", "", 1)):
-        folder = captured_sweep(tmp_path, protocol, cc)
+        folder = folders[protocol] = captured_sweep(tmp_path, protocol, cc)
         records = read_runs(folder / "runs.csv").records
         assert {r.status for r in records} == {"ok"}
         got = explain(folder)
@@ -86,3 +88,26 @@ def test_a_captured_h2_and_h3_sweep_is_explained_run_by_run(lab_up, tmp_path):
                     assert e["window"]["flight_reductions"]["value"] > 0
                 else:  # the record says whether nginx's QUIC sender reduced (a number, not unknown)
                     assert e["window"]["flight_reductions"]["value"] is not None
+    versus_adds_up(tmp_path, folders["h2"], folders["h3"])
+
+
+def versus_adds_up(tmp_path: Path, h2: Path, h3: Path) -> None:
+    """`--versus h2,h3` at 3 % loss on the two sweeps' runs in one folder (h3's rows and evidence added to a copy
+    of h2's): components that add up to the median time difference (within 5 %), and the curves written."""
+    both = tmp_path / "versus"
+    shutil.copytree(h2, both)
+    head2, *_ = (h2 / "runs.csv").read_text().splitlines()
+    head3, *rows3 = (h3 / "runs.csv").read_text().splitlines()
+    assert head2 == head3
+    with (both / "runs.csv").open("a") as f:
+        f.write("".join(r + "\n" for r in rows3))
+    for d in (h3 / "evidence").iterdir():
+        shutil.copytree(d, both / "evidence" / d.name)
+    point = next(r.point_label for r in read_runs(both / "runs.csv").records if r.loss_pct == 3)
+    done = quiclab("explain", str(both), "--versus", "h2,h3", "--point", point, "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    v = json.loads(done.stdout)
+    parts = v["handshake_ms"] + v["loss_recovery_ms"] + v["rest_ms"]
+    assert abs(parts - v["median_difference_ms"]) <= 0.05 * abs(v["median_difference_ms"]), v
+    assert v["a"]["loss_recovery_ms"] > 0 and v["b"]["loss_recovery_ms"] > 0, v
+    assert Path(v["curves_csv"]).is_file()
