@@ -32,7 +32,7 @@ LAYERS = "frame ip udp quic"
 #: keys of tshark's QUIC tree that carry bytes, not fields (dropped by `slim`)
 _BULK = frozenset({"quic.payload", "quic.remaining_payload", "quic.protected_payload", "quic.stream_data",
                    "quic.crypto.crypto_data", "quic.crypto.fragments", "quic.fragments", "quic.reassembled_in",
-                   "quic.stream.fragments", "tls", "http3", "_ws.expert", "QUIC Connection information",
+                   "tls", "http3", "_ws.expert", "QUIC Connection information",
                    "quic.nci.stateless_reset_token"})
 _LONG_TYPES = {0: "initial", 1: "0RTT", 2: "handshake", 3: "retry"}
 
@@ -95,7 +95,8 @@ def _hex(v: Any) -> str | None:
 
 
 def _ack_ranges(f: dict[str, Any]) -> list[list[int]]:
-    """[[low, high], ...] from tshark's largest / first range / (gap, range) pairs (RFC 9000 19.3.1)."""
+    """[[low, high], ...] from tshark's largest / first range / (gap, range) pairs (RFC 9000 19.3.1), highest
+    first."""
     hi = _int(f.get("quic.ack.largest_acknowledged"))
     first = _int(f.get("quic.ack.first_ack_range"), 0)
     if hi is None:
@@ -107,7 +108,7 @@ def _ack_ranges(f: dict[str, Any]) -> list[list[int]]:
         hi = lo - (_int(g) or 0) - 2
         lo = hi - (_int(n) or 0)
         out.append([lo, hi])
-    return [[a, b] if a != b else [a] for a, b in out]
+    return out  # always [low, high] (the schema also allows [n]; two numbers read everywhere)
 
 
 def frame(f: dict[str, Any]) -> dict[str, Any]:
@@ -149,13 +150,13 @@ def frame(f: dict[str, Any]) -> dict[str, Any]:
         return {"frame_type": "max_streams", "stream_type": "bidirectional" if t == 0x12 else "unidirectional",
                 "maximum": _int(g("quic.ms.max_streams"))}
     if t == 0x14:
-        return {"frame_type": "data_blocked", "limit": _int(g("quic.db.stream_data_limit"))}
+        return {"frame_type": "data_blocked", "limit": _int(g("quic.sb.stream_data_limit"))}  # (tshark's name)
     if t == 0x15:
         return {"frame_type": "stream_data_blocked", "stream_id": _int(g("quic.sdb.stream_id")),
-                "limit": _int(g("quic.sdb.stream_data_limit"))}
+                "limit": _int(g("quic.sb.stream_data_limit"))}
     if t in (0x16, 0x17):
         return {"frame_type": "streams_blocked", "stream_type": "bidirectional" if t == 0x16 else "unidirectional",
-                "limit": _int(g("quic.sb.stream_limit"))}
+                "limit": _int(g("quic.sib.stream_limit"))}
     if t == 0x18:
         return {"frame_type": "new_connection_id", "sequence_number": _int(g("quic.nci.sequence")),
                 "retire_prior_to": _int(g("quic.nci.retire_prior_to")),
@@ -175,7 +176,7 @@ def frame(f: dict[str, Any]) -> dict[str, Any]:
     if t == 0x1E:
         return {"frame_type": "handshake_done"}
     if t in (0x30, 0x31):
-        return {"frame_type": "datagram", "length": _int(g("quic.datagram.length"))}
+        return {"frame_type": "datagram", "length": _int(g("quic.dg.length"))}
     return {"frame_type": "unknown", "raw_frame_type": t}
 
 
