@@ -327,8 +327,11 @@ class Renderer:
         commit = str(git.get("commit", "?"))[:7] if isinstance(git, dict) else "?"
         ok = sum(1 for r in f.records if r.status == "ok")
         run = sum(1 for r in f.records if r.status != "unsupported")
+        flagged = sum(1 for r in f.records if r.host_bound and (r.protocol, r.client, r.server)
+                      == (side.protocol, side.client, side.server))
+        host = f"; {flagged} of this method's runs flagged host-bound (runs.csv host_bound)" if flagged else ""
         return (f"{method}, sender {senders(f.records, side)}, from `{_rel(f.path)}/` "
-                f"({f.manifest.get('status', '?')}: {ok}/{run} runs ok; commit {commit})")
+                f"({f.manifest.get('status', '?')}: {ok}/{run} runs ok{host}; commit {commit})")
 
     def experiment(self, seed: Seed, exp: Experiment) -> list[str]:
         out = [f"### {exp.title}", "", f"Seed's conditions ({seed.id} lines {exp.lines}): {exp.conditions}", ""]
