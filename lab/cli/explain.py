@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
         check_sweep_folder(folder)
         records, _ = load_sweep(folder)
         if versus is not None or point is not None:
-            versus_cmd(folder, records, versus, point, run, json_out)
+            versus_cmd(folder, records, versus, point, run, json_out, with_qlog=qlog_dir is not None)
             return
         if qlog_dir is not None:
             for key, paths, why in qlog.write_folder(folder, records, run, qlog_dir, qlog.decoded):

@@ -73,7 +73,9 @@ def _plot(path: Path, title: str, curves: list[tuple[str, vs.Analysis]]) -> Path
 
 
 def versus_cmd(folder: Path, records: list[RunRecord], versus: str | None, point: str | None, run: str | None,
-               json_out: bool) -> None:
+               json_out: bool, with_qlog: bool = False) -> None:
+    if with_qlog:
+        raise UsageError("--qlog and --versus do not go together: run them one after the other")
     if versus is None:
         raise UsageError("--point goes with --versus A,B (e.g. --versus h2,h3 --point 'loss=3%')")
     if run is not None:

@@ -228,9 +228,10 @@ def test_versus_json_adds_up_to_the_median_difference(sweep, capsys):
     (["--versus", "h2", "--point", "base"], "invalid --versus 'h2': two different methods A,B"),
     (["--versus", "h2,h3", "--run", "0/h2/curl/nginx/0"], "--run and --versus do not go together"),
     (["--point", "base"], "--point goes with --versus"),
+    (["--versus", "h2,h3", "--qlog", "{tmp}/q"], "--qlog and --versus do not go together"),
 ])
-def test_bad_versus_values_are_one_line_and_exit_2(sweep, capsys, args, needle):
-    code = run([str(sweep), *args])
+def test_bad_versus_values_are_one_line_and_exit_2(sweep, tmp_path, capsys, args, needle):
+    code = run([str(sweep), *(a.format(tmp=tmp_path) for a in args)])
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and needle in err and "Traceback" not in err
