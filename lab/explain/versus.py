@@ -303,5 +303,9 @@ def select(records: Sequence[RunRecord], versus_text: str, point: str | None,
         if not runs:
             raise UsageError(f"invalid --versus method {text!r}: no ok run of it at {point} has captures "
                              "(sweep with --capture pcap,keylog)")
+        other = next((r.workload for r in runs if (r.workload or "bulk") != "bulk"), None)
+        if other is not None:  # one curve per run: several connections' byte streams would overlap
+            raise UsageError(f"invalid --versus method {text!r}: its runs at {point} have workload {other!r}; "
+                             "--versus explains bulk transfers (one object over one connection) only")
         out.append((text, runs))
     return point, out[0], out[1]

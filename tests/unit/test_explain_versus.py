@@ -175,6 +175,10 @@ def test_selecting_methods_at_a_point_names_what_is_allowed():
     assert [r.run_key for r in ra] == ["0/h2/ngtcp2/nginx/0"]
     with pytest.raises(UsageError, match="has captures"):
         vs.select(records, "h2,h3", "base", lambda r: r.protocol == "h3")
+    page = [replace(r, workload="page:50x20kB") if r.protocol == "h3" else r for r in records]
+    with pytest.raises(UsageError, match=r"'h3': its runs at base have workload 'page:50x20kB'; --versus "
+                                         r"explains bulk transfers"):
+        vs.select(page, "h2,h3", "base", lambda r: True)
 
 
 # --- the CLI ------------------------------------------------------------------------------------------------------
