@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -69,7 +70,12 @@ def register(app: typer.Typer) -> None:
             versus_cmd(folder, records, versus, point, run, json_out, with_qlog=qlog_dir is not None)
             return
         if qlog_dir is not None:
-            for key, paths, why in qlog.write_folder(folder, records, run, qlog_dir, qlog.decoded):
+            written = qlog.write_folder(folder, records, run, qlog_dir, qlog.decoded)
+            if json_out:
+                terminal.raw(json.dumps([{"run_key": k, "qlog": [str(p) for p in ps], "why": w}
+                                         for k, ps, w in written], indent=2))
+                return
+            for key, paths, why in written:
                 terminal.line(f"{key}: qlog {', '.join(map(str, paths))}" if paths else f"{key}: {why}")
             return
         records_out = explain_folder(folder, records, run, tshark.fields)

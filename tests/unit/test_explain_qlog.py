@@ -221,3 +221,10 @@ def test_cli_writes_one_file_per_connection(sweep, tmp_path, monkeypatch, capsys
 def test_frames_by_tshark_field_name(fields, expected):
     """Field names as tshark 4.4 (the router's) names them (`tshark -G fields`)."""
     assert qlog.frame(fields) == expected
+
+
+def test_cli_json_lists_files_and_reasons(sweep, tmp_path, capsys):
+    assert run([str(sweep), "--qlog", str(tmp_path / "q"), "--json"]) == 0
+    got = {r["run_key"]: r for r in json.loads(capsys.readouterr().out)}
+    assert got["0/h3/curl/nginx/0"]["qlog"] == [str(tmp_path / "q" / "0_h3_curl_nginx_0.sqlog")]
+    assert got["0/h2/curl/nginx/0"]["qlog"] == [] and got["0/h2/curl/nginx/0"]["why"].startswith("skipped:")
