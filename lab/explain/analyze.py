@@ -186,12 +186,15 @@ def _path(inp: RunInputs, min_rtt: float | None, down: pathmod.Matched | None,
     dirs = []
     for m, counter in ((down, inp.counter_drops[0]), (up, inp.counter_drops[1])):
         d = Direction(sent=_fig(len(m.sent), "packets"), delivered=_fig(m.delivered, "packets"),
-                      dropped=_fig(m.dropped, "packets", note=(
+                      dropped=_fig(m.dropped, "packets", note="; ".join(n for n in (
                           f"{m.unmatched_arrivals} packets left the emulator that never entered it"
-                          if m.unmatched_arrivals else "")),
+                          if m.unmatched_arrivals else "",
+                          f"{m.unjudged} packets sent after the last one that arrived not judged (the capture "
+                          "may have ended first)" if m.unjudged else "")
+                          if n)),
                       emulator_dropped=_fig(counter, "packets", source="emulator counters",
                                             note="" if counter is not None else "the run recorded no counters"),
-                      agree=None if counter is None else pathmod.agree(m.dropped, counter))
+                      agree=None if counter is None else pathmod.agree(m.dropped, counter, m.unjudged))
         dirs.append(d)
     pt.down, pt.up = dirs
     return pt

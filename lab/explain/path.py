@@ -55,14 +55,17 @@ class Matched:
     sent: list[Packet]
     arrival: list[float | None] = field(default_factory=list)
     unmatched_arrivals: int = 0  # packets leaving the emulator that never entered it (should be 0)
+    #: sent too close to the end of the other side's capture to know whether they arrived (the capture stopped
+    #: before they could: e.g. a FIN sent as the client exits); neither dropped nor delivered
+    unjudged: int = 0
 
     @property
     def dropped(self) -> int:
-        return sum(1 for a in self.arrival if a is None)
+        return sum(1 for a in self.arrival if a is None) - self.unjudged
 
     @property
     def delivered(self) -> int:
-        return len(self.sent) - self.dropped
+        return sum(1 for a in self.arrival if a is not None)
 
 
 Tagged = Sequence[tuple[Packet, bytes]]
@@ -70,7 +73,10 @@ Tagged = Sequence[tuple[Packet, bytes]]
 
 def match(sent: Tagged, received: Tagged) -> Matched:
     """Match `sent` (the sender's side of the emulator) with `received` (its other side), in capture order;
-    each packet comes with its header extras (`header_extras`)."""
+    each packet comes with its header extras (`header_extras`). An unmatched packet sent after the last one that
+    arrived is unjudged, not dropped: the other side's capture may have ended before it could arrive (e.g. the
+    server's FIN as the client exits); one sent before a packet that arrived was dropped (the emulator keeps a
+    direction's order; with reordering jitter a late packet can only make this count lower)."""
     waiting: dict[Key, deque[float]] = defaultdict(deque)
     for p, x in received:
         waiting[key(p, x)].append(p.time)
@@ -78,6 +84,8 @@ def match(sent: Tagged, received: Tagged) -> Matched:
     for p, x in sent:
         q = waiting.get(key(p, x))
         m.arrival.append(q.popleft() if q else None)
+    last = max((i for i, a in enumerate(m.arrival) if a is not None), default=-1)
+    m.unjudged = sum(1 for a in m.arrival[last + 1:] if a is None)
     m.unmatched_arrivals = sum(len(q) for q in waiting.values())
     return m
 
@@ -94,6 +102,7 @@ def directions(client_side: Sequence[Packet], server_side: Sequence[Packet], cli
     return down, up
 
 
-def agree(counted: int, counter: int) -> bool:
-    """Counted drops against the emulator's: within AGREEMENT of the larger (both 0 agrees)."""
-    return abs(counted - counter) <= AGREEMENT * max(counted, counter)
+def agree(counted: int, counter: int, unjudged: int = 0) -> bool:
+    """Counted drops against the emulator's: within AGREEMENT of the larger (both 0 agrees), or within the
+    packets that could not be judged (the emulator may have dropped those)."""
+    return abs(counted - counter) <= max(AGREEMENT * max(counted, counter), unjudged)

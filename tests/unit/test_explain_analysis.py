@@ -248,3 +248,17 @@ def test_an_extra_quic_handshake_round_trip_is_put_down_to_the_dropped_server_in
     assert (e.path.down.sent.value, e.path.down.dropped.value) == (4, 1)
     assert (e.path.up.sent.value, e.path.up.dropped.value) == (8, 0)
     assert e.reasons[0].text.startswith("handshake: 2 round trips before the request (expected 1)")
+
+
+def test_packets_sent_after_the_last_one_that_arrived_are_not_judged_dropped() -> None:
+    # the server's last packets (e.g. its FIN as curl exits) can leave the emulator after the client-side capture
+    # ended: no later packet arrived to show the emulator let them by or not, so they are unjudged, not dropped;
+    # a packet missing before one that arrived was dropped (a direction keeps its order)
+    def pk(t: float, seq: int, flags: int = 0x10) -> tuple[Packet, bytes]:
+        return Packet(t, "10.0.0.2", "10.0.0.1", 6, 443, 5000, b"x", 1, seq, 1, flags), b""
+
+    sent = [pk(0.0, 1), pk(0.1, 2), pk(0.2, 3), pk(0.3, 4, 0x11), pk(0.4, 5, 0x11)]
+    m = pathmod.match(sent, [pk(0.02, 1), pk(0.22, 3)])
+    assert (m.dropped, m.unjudged, m.delivered) == (1, 2, 2)
+    assert pathmod.agree(1, 3, m.unjudged) and pathmod.agree(1, 1, m.unjudged)  # the emulator may have dropped them
+    assert not pathmod.agree(1, 4, m.unjudged)
