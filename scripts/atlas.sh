@@ -35,7 +35,7 @@ for p in "${presets[@]}"; do
   if [[ -n $folder ]] && complete "$folder"; then
     echo "· $p: $folder is complete: publishing it"
   elif [[ -n $folder ]]; then
-    echo "· $p: resuming $folder"; "${quiclab[@]}" sweep --resume "$folder" "${par[@]}"
+    echo "· $p: resuming $folder"; "${quiclab[@]}" sweep --resume "$folder"  # (with the labs it was started with)
   else
     echo "· $p: sweeping on $n lab(s)"; "${quiclab[@]}" sweep "$p" "${par[@]}" --out "$work/$p"
     folder=$(ls -d "$work/$p"/*/ | tail -1)

@@ -14,7 +14,10 @@ bottleneck never silently changes a result.
 
 `--parallel auto` picks N = min(2 x cores, cores x AUTO_BUDGET_BPS / the plan's highest link rate, the plan's
 groups), at least 1 (an unlimited rate: 1): the emulator's and endpoints' CPU cost grows with the rate, so slow
-links share a core well and fast ones do not. At most min(MAX_LABS, 4 x cores) labs run on one host."""
+links share a core well and fast ones do not. The budget, 50 Mbit/s per core, is measured: the survey-delay preset
+(33.6 MB at 40 Mbit/s, nginx 1.26 HTTP/3 and HTTP/1.1) on 4 labs of this 2-core host had 33 of its 35 HTTP/3 runs
+flagged host-bound (QUIC ~10 % slower), on 2 labs none (2026-11-24; results/reference/survey-delay). At most
+min(MAX_LABS, 4 x cores) labs run on one host."""
 
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ from lab.sweep.plan import PlannedRun, groups, plan, timeout_for
 from lab.sweep.scenario import Scenario, validate
 
 MAX_LABS = instance.MAX_INSTANCE + 1
-AUTO_BUDGET_BPS = 100e6  # emulated link rate per core that `auto` plans for
+AUTO_BUDGET_BPS = 50e6  # emulated link rate per core that `auto` plans for (see the docstring)
 UP_TIMEOUT_S = 600.0  # an extra lab's bring-up (images are built: containers, health checks)
 ALLOWED = "a number of labs 1..{top} (this host: at most 4 per core) or auto"
 

@@ -71,8 +71,9 @@ def scenario(rate: str | None, repeats: int = 10, loss: tuple[str, ...] = ("0%",
 
 
 @pytest.mark.parametrize(("rate", "cores", "repeats", "labs"), [
-    ("4mbit", 2, 10, 4),    # 2 x 100 Mbit/s budget / 4 Mbit/s = 50, capped at 2 x cores
-    ("100mbit", 2, 10, 2),  # 200 / 100
+    ("4mbit", 2, 10, 4),    # 2 x 50 Mbit/s budget / 4 Mbit/s = 25, capped at 2 x cores
+    ("40mbit", 2, 10, 2),   # 100 / 40 (4 labs at 40 Mbit/s were host-bound here)
+    ("100mbit", 2, 10, 1),  # 100 / 100
     ("1gbit", 2, 10, 1),    # the budget is below one lab's rate: still one
     (None, 2, 10, 1),       # unlimited rate: one lab
     ("4mbit", 8, 10, 16),   # capped by 2 x cores = 16 (the host limit is 10, but 16 > 10)
