@@ -58,11 +58,20 @@ def load_sweep(folder: Path) -> tuple[list[RunRecord], dict[str, Any]]:
     return records, manifest
 
 
+def summary_text(records: list[RunRecord], manifest: dict[str, Any], workloads: bool) -> str:
+    """summary.md's text; `workloads`: the sweep has a workloads report (workloads.md) to point to."""
+    text = summary_markdown(records, manifest)
+    if workloads:
+        text = (text.rstrip("\n") + "\n\nWorkloads (page times, per-object completion, connections, resumption, "
+                "0-RTT): [workloads.md](workloads.md)\n")
+    return text
+
+
 def build_report(folder: Path) -> list[Path]:
     """(Re)write folder/summary.md, folder/plots/{goodput,time}.{png,svg} and folder/report.html; returns them."""
     records, manifest = load_sweep(folder)
     summary = folder / SUMMARY
-    write_atomic(summary, summary_markdown(records, manifest))
+    write_atomic(summary, summary_text(records, manifest, workloads=False))
     from lab.results.plots import make_plots  # matplotlib takes ~2 s to import: only when a report is built
 
     plots = make_plots(records, manifest, folder / PLOTS)
@@ -70,9 +79,7 @@ def build_report(folder: Path) -> list[Path]:
 
     extra = build_workloads(folder, records)
     if extra:
-        write_atomic(summary, summary.read_text(encoding="utf-8").rstrip("\n")
-                     + "\n\nWorkloads (page times, per-object completion, connections, resumption, 0-RTT): "
-                     "[workloads.md](workloads.md)\n")
+        write_atomic(summary, summary_text(records, manifest, workloads=True))
     html = folder / HTML
     write_atomic(html, report_html(records, manifest, folder / PLOTS))
     return [summary, *plots, *extra, html]

@@ -25,8 +25,7 @@ def test_every_generated_document_matches_its_committed_data() -> None:
 
 
 def test_every_reference_folder_is_complete_and_its_summary_is_what_report_builds() -> None:
-    from lab.results.report import load_sweep
-    from lab.results.summary import summary_markdown
+    from lab.results.report import load_sweep, summary_text
 
     folders = sorted(p for p in atlas.REFERENCE.iterdir() if (p / "runs.csv").is_file())
     assert folders, "no committed reference folder"
@@ -37,7 +36,8 @@ def test_every_reference_folder_is_complete_and_its_summary_is_what_report_build
         assert manifest.get("status") == "complete", f"{f.name}: {manifest.get('status')}"
         planned = manifest.get("planned_runs")
         assert len({r.run_key for r in records}) == planned, f"{f.name}: not every planned run once"
-        assert (f / "summary.md").read_text(encoding="utf-8") == summary_markdown(records, manifest), (
+        workloads = (f / "workloads.md").is_file()
+        assert (f / "summary.md").read_text(encoding="utf-8") == summary_text(records, manifest, workloads), (
             f"{f.name}/summary.md is not what `quiclab report` builds from its runs.csv")
 
 
