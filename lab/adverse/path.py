@@ -14,17 +14,15 @@ With `--capture pcap,keylog` the decrypted capture is read with tshark in the ro
 
 from __future__ import annotations
 
-import contextlib
-import uuid
 from pathlib import Path
 from typing import Any
 
-from lab import config, docker
+from lab import config
 from lab.adverse import rules
 from lab.adverse.spec import PathChange
 from lab.errors import EnvironmentProblem
+from lab.evidence import tshark
 from lab.evidence.pcap import PcapError, read_pcap
-from lab.link import router
 
 TABLE = "qla_path"
 #: Addresses on this lab's client network start so (each lab of a host has its own: lab/instance.py).
@@ -101,19 +99,11 @@ def decrypted_fields(pcap: Path, keys: Path, display_filter: str, *fields: str) 
     """tshark (in the router) over a capture decrypted with its TLS key log: the `fields` of every packet matching
     `display_filter`, tab-separated, one line each (several values of a field joined by commas); None when tshark
     could not read it (no router, no tshark)."""
-    where = f"/tmp/qla-path-{uuid.uuid4().hex[:10]}"
     try:
-        router.run("mkdir", "-p", where)
-        docker.copy_to(pcap, config.ROUTER_CONTAINER, f"{where}/c.pcap")
-        docker.copy_to(keys, config.ROUTER_CONTAINER, f"{where}/keys.log")
-        return router.run("tshark", "-n", "-r", f"{where}/c.pcap", "-o", f"tls.keylog_file:{where}/keys.log",
-                          "-Y", display_filter, "-T", "fields", *(a for f in fields for a in ("-e", f)),
-                          "-E", "aggregator=,")
+        return tshark.run(pcap, keys, ["-Y", display_filter, "-T", "fields", *(a for f in fields for a in ("-e", f)),
+                                       "-E", "aggregator=,"])
     except EnvironmentProblem:  # DockerError, ExecTimeout, ...
         return None
-    finally:
-        with contextlib.suppress(EnvironmentProblem):
-            router.try_run("rm", "-rf", where)
 
 
 def path_frames(pcap: Path, keys: Path) -> dict[str, int] | None:

@@ -14,15 +14,13 @@ in ms relative to the capture's first packet, with the pcap's sub-ms precision.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from lab import config, docker
 from lab.errors import EnvironmentProblem
+from lab.evidence import tshark as evidence_tshark
 from lab.results.schema import RunRecord
 
 QLOG_VERSION = "0.3"
@@ -290,22 +288,7 @@ def loads(text: str) -> list[dict[str, Any]]:
 
 def decoded(pcap: Path, keylog: Path) -> list[dict[str, Any]]:
     """tshark's decoded QUIC packets of `pcap` (decrypted with `keylog`), slimmed; tshark runs in the router."""
-    tag = uuid.uuid4().hex[:12]
-    rp, rk = f"/tmp/quiclab-qlog-{tag}.pcap", f"/tmp/quiclab-qlog-{tag}.keys"
-    try:
-        docker.copy_to(pcap, config.ROUTER_CONTAINER, rp)
-        docker.copy_to(keylog, config.ROUTER_CONTAINER, rk)
-        text = docker.exec_in(config.ROUTER_CONTAINER, [
-            "tshark", "-n", "-r", rp, "-o", f"tls.keylog_file:{rk}", "-T", "json", "--no-duplicate-keys",
-            "-J", LAYERS], timeout_s=300)
-    except docker.DockerError as e:
-        why = (e.stderr or "").strip()[:200] or str(e)
-        hint = ": --qlog runs tshark in the lab's router, bring the lab up first (quiclab up)" if (
-            "No such container" in why or "is not running" in why) else ""
-        raise EnvironmentProblem(f"tshark in the router could not read {pcap}: {why}{hint}") from None
-    finally:
-        with contextlib.suppress(EnvironmentProblem):  # (docker.DockerError is one)
-            docker.exec_in(config.ROUTER_CONTAINER, ["rm", "-f", rp, rk])
+    text = evidence_tshark.run(pcap, keylog, ["-T", "json", "--no-duplicate-keys", "-J", LAYERS])
     try:
         return slim(json.loads(text or "[]"))
     except json.JSONDecodeError as e:

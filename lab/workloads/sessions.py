@@ -12,13 +12,10 @@ not the sweep asked for evidence. tshark (in the router image) decrypts the capt
 
 from __future__ import annotations
 
-import contextlib
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab import config, docker
-from lab.errors import EnvironmentProblem
+from lab.evidence import tshark
 
 HS_CLIENT_HELLO, HS_SERVER_HELLO, HS_NEW_SESSION_TICKET, HS_ENCRYPTED_EXTENSIONS, HS_CERTIFICATE = 1, 2, 4, 8, 11
 EXT_PRE_SHARED_KEY, EXT_EARLY_DATA = 41, 42
@@ -110,18 +107,6 @@ def analyze(rows: list[list[str]], client_ip: str, early: bool) -> SessionVerdic
 
 def inspect(pcap: Path, keylog: Path, client_ip: str) -> list[list[str]]:
     """tshark's FIELDS rows of the decrypted capture (tshark runs in the router)."""
-    tag = uuid.uuid4().hex[:12]
-    rp, rk = f"/tmp/quiclab-sessions-{tag}.pcap", f"/tmp/quiclab-sessions-{tag}.keys"
-    try:
-        docker.copy_to(pcap, config.ROUTER_CONTAINER, rp)
-        docker.copy_to(keylog, config.ROUTER_CONTAINER, rk)
-        out = docker.exec_in(config.ROUTER_CONTAINER, [
-            "tshark", "-n", "-r", rp, "-o", f"tls.keylog_file:{rk}", "-Y", f"ip.addr == {client_ip}",
-            "-T", "fields", "-E", "separator=/t", *(x for f in FIELDS for x in ("-e", f))], timeout_s=120)
-    except docker.DockerError as e:
-        raise EnvironmentProblem(f"tshark in the router could not read the run's capture: "
-                                 f"{(e.stderr or '').strip()[:200] or e}") from None
-    finally:
-        with contextlib.suppress(EnvironmentProblem):
-            docker.exec_in(config.ROUTER_CONTAINER, ["rm", "-f", rp, rk])
+    out = tshark.run(pcap, keylog, ["-Y", f"ip.addr == {client_ip}", "-T", "fields", "-E", "separator=/t",
+                                    *(x for f in FIELDS for x in ("-e", f))], timeout_s=120)
     return [line.split("\t") for line in out.splitlines() if line.strip()]
