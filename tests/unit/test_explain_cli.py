@@ -6,33 +6,20 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from lab.explain import tshark
+from tests.explain_data import copied_sweep, run
 
 SWEEP = Path(__file__).parents[1] / "data" / "explain" / "sweep"
 
 
 @pytest.fixture
 def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "sweep"
-    shutil.copytree(SWEEP, folder)
     monkeypatch.setattr(tshark, "fields", lambda pcap, keylog: pcap.with_suffix(".tsv").read_text())
-    monkeypatch.setenv("COLUMNS", "240")
-    return folder
-
-
-def run(args: list[str]) -> int:
-    from lab.cli import main
-
-    try:
-        main(["explain", *args])
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
+    return copied_sweep(tmp_path, monkeypatch)
 
 
 def test_table_of_every_captured_run_and_explain_json_beside_its_evidence(sweep, capsys):

@@ -8,7 +8,6 @@ independent field output (`client-side.tsv`, one line per datagram, its QUIC pac
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 from lab.evidence.pcap import read_pcap
 from lab.explain import qlog
 from lab.explain.rows import parse
+from tests.explain_data import copied_sweep, run
 
 DATA = Path(__file__).parents[1] / "data" / "explain"
 SWEEP = DATA / "sweep"
@@ -135,21 +135,8 @@ def test_slim_keeps_fields_and_drops_bytes():
 
 @pytest.fixture
 def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "sweep"
-    shutil.copytree(SWEEP, folder)
     monkeypatch.setattr(qlog, "decoded", lambda pcap, keylog: _decoded(pcap.parent))
-    monkeypatch.setenv("COLUMNS", "240")
-    return folder
-
-
-def run(args: list[str]) -> int:
-    from lab.cli import main
-
-    try:
-        main(["explain", *args])
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
+    return copied_sweep(tmp_path, monkeypatch)
 
 
 def test_cli_writes_the_h3_run_and_skips_the_tcp_run(sweep, tmp_path, capsys):

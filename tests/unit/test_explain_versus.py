@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from lab.explain import tshark
 from lab.explain import versus as vs
 from lab.explain.rows import parse
 from lab.results.report import load_sweep
+from tests.explain_data import copied_sweep, run
 
 SWEEP = Path(__file__).parents[1] / "data" / "explain" / "sweep"
 RATE = 10e6
@@ -185,21 +185,8 @@ def test_selecting_methods_at_a_point_names_what_is_allowed():
 
 @pytest.fixture
 def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "sweep"
-    shutil.copytree(SWEEP, folder)
     monkeypatch.setattr(tshark, "fields", lambda pcap, keylog: pcap.with_suffix(".tsv").read_text())
-    monkeypatch.setenv("COLUMNS", "240")
-    return folder
-
-
-def run(args: list[str]) -> int:
-    from lab.cli import main
-
-    try:
-        main(["explain", *args])
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
+    return copied_sweep(tmp_path, monkeypatch)
 
 
 def test_versus_prints_components_that_add_up_and_writes_the_curves(sweep, capsys):
