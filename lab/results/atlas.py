@@ -220,10 +220,6 @@ class Folder:
     records: list[RunRecord]
     manifest: dict[str, object]
 
-    @property
-    def complete(self) -> bool:
-        return self.manifest.get("status") == "complete"
-
 
 def load_folder(preset: str, reference: Path = REFERENCE) -> Folder | None:
     path = reference / preset
