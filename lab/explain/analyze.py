@@ -44,6 +44,11 @@ class RunInputs:
     problems: list[str] = field(default_factory=list)  # e.g. a capture cut short: the run is not explainable
 
 
+#: a run's last moments, beyond half its RTT, in which the emulator's counters (read as the transfer ends) and the
+#: captures (stopped after it) may see a drop differently: the closing packets of the connection
+TAIL_S = 0.1
+
+
 def _fig(value: float | int | None, unit: str = "", source: str = "pcap", note: str = "") -> Figure:
     if isinstance(value, float):
         value = round(value, 3)
@@ -78,7 +83,7 @@ def explain(inp: RunInputs) -> Explanation:
                        f"{len(inp.server_side)}: the rows cannot be lined up with the packets")
             return bad
         down, up = pathmod.directions(inp.client_side, inp.server_side, client_ip, inp.client_extras,
-                                      inp.server_extras)
+                                      inp.server_extras, horizon_s=(inp.configured_rtt_s or 0.0) / 2 + TAIL_S)
     min_rtt = _min_rtt(inp, client_ip, transport)
     hs = _handshake(inp, transport, client_ip, t0, req, min_rtt, down, up)
     pt = _path(inp, min_rtt, down, up)
@@ -190,11 +195,14 @@ def _path(inp: RunInputs, min_rtt: float | None, down: pathmod.Matched | None,
                           f"{m.unmatched_arrivals} packets left the emulator that never entered it"
                           if m.unmatched_arrivals else "",
                           f"{m.unjudged} packets sent after the last one that arrived not judged (the capture "
-                          "may have ended first)" if m.unjudged else "")
+                          "may have ended first)" if m.unjudged else "",
+                          f"{m.tail_dropped} of the drops in the run's last moments (the emulator's counters may "
+                          "have been read before)" if m.tail_dropped else "")
                           if n)),
                       emulator_dropped=_fig(counter, "packets", source="emulator counters",
                                             note="" if counter is not None else "the run recorded no counters"),
-                      agree=None if counter is None else pathmod.agree(m.dropped, counter, m.unjudged))
+                      agree=None if counter is None else pathmod.agree(m.dropped, counter,
+                                                                       m.unjudged + m.tail_dropped))
         dirs.append(d)
     pt.down, pt.up = dirs
     return pt
