@@ -9,6 +9,7 @@ import json
 import signal
 import subprocess
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -323,14 +324,27 @@ def test_competing_flows_report_per_flow_shares_jain_and_the_probe(lab_held, tmp
         assert not docker.exec_in(container, ["sh", "-c", "pgrep -af '[q]la-[0-9a-f]' || true"]).strip()
 
 
+#: what 1 s of the rebinding test's 20 Mbit/s link carries: a QUIC run that received less before failing had
+#: stalled long before the change at 2 s
+STALLED_BEFORE_THE_CHANGE = 20_000_000 // 8
+
+
 def test_rebinding_quic_survives_with_path_validation_tcp_breaks_with_its_reason(lab_held, tmp_path):
     """NAT rebinding at the router 2 s into a 10 MB download (20 Mbit/s, 4 s): gtlsclient's HTTP/3 carries on after
     nginx validated the new path (PATH_CHALLENGE from the server, PATH_RESPONSE from the client, in the decrypted
     capture); HTTP/2's TCP connection is reset by the server, recorded as a failed run with curl's reason. curl's
     own HTTP/3 (OpenSSL's QUIC client) is recorded whatever happens to it: a result either way, never a lab error."""
-    runs = run_scenario(tmp_path, {"name": "rebind", "protocols": ["h2", "h3"], "clients": ["curl", "gtlsclient"],
-                                   "sizes": ["10MB"], "timeout": 30, "link": {"rtt": "20ms", "rate": "20mbit"},
-                                   "path": "rebind@2s"}, capture=("pcap", "keylog"))
+    scenario = {"name": "rebind", "protocols": ["h2", "h3"], "clients": ["curl", "gtlsclient"], "sizes": ["10MB"],
+                "timeout": 30, "link": {"rtt": "20ms", "rate": "20mbit"}, "path": "rebind@2s"}
+    runs = run_scenario(tmp_path, scenario, capture=("pcap", "keylog"))
+    quic = next(r for r in runs if (r.protocol, r.client) == ("h3", "gtlsclient"))
+    if quic.status != "ok" and (quic.bytes or 0) < STALLED_BEFORE_THE_CHANGE:
+        # gtlsclient's HTTP/3 stalled before the rebinding could matter (once in a CI run: 62643 of 10 MB received,
+        # where 2 s at 20 Mbit/s carry 5 MB): not what this test is about; one more attempt, with a warning
+        warnings.warn(f"gtlsclient HTTP/3 stalled before the rebinding ({quic.failure}); one more attempt",
+                      stacklevel=1)
+        (again := tmp_path / "again").mkdir()
+        runs = run_scenario(again, scenario, capture=("pcap", "keylog"))
     by = {(r.protocol, r.client): r for r in runs}
     for r in runs:
         if r.status != "unsupported":
