@@ -3,15 +3,16 @@ it ends with the same one line as anywhere else, never a traceback."""
 
 from __future__ import annotations
 
-import signal
 import sys
 
 
 def run() -> None:
+    from lab import signals  # (the standard library only: quick)
+
     try:
         from lab.cli import main
     except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while exiting: still 130, see cli.main
+        signals.ignore_further_interrupts()  # a second Ctrl-C while exiting: still 130, see cli.main
         sys.stderr.write("error: interrupted\n")
         sys.exit(130)
     main()

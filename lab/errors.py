@@ -26,6 +26,12 @@ class EnvironmentProblem(QuiclabError):
     exit_code = 2
 
 
+class EnvironmentFailure(QuiclabError):
+    """The lab, not the transport, failed during a run: the run is not a result (retried, or the sweep stops)."""
+
+    exit_code = 2
+
+
 class VerificationError(QuiclabError):
     """A run measured something other than what was asked for (protocol, size, hash): exit code 1."""
 

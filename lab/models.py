@@ -18,6 +18,11 @@ class TransferRequest(BaseModel):
     env: dict[str, str] = {}  # extra environment for the client (evidence: SSLKEYLOGFILE, QLOGDIR)
 
 
+#: The wrappers' contract (docs/implementations.md): exit code 28 (curl's own) when the client gave up at its
+#: timeout; the other wrappers map their clients' timeouts to it. Adapters read it into ClientReport.timed_out.
+TIMEOUT_EXIT = 28
+
+
 class ClientReport(BaseModel):
     """What a client adapter read from its client's output (not yet checked against the request)."""
 
@@ -30,6 +35,7 @@ class ClientReport(BaseModel):
     ttfb_s: float | None = None
     total_s: float | None = None
     udp_rcvbuf_drops: int | None = None  # datagrams the client's own full UDP receive buffers dropped (not the link)
+    timed_out: bool = False  # the client gave up at its timeout (the adapter says so from its client's output)
 
 
 class TransferResult(BaseModel):
@@ -52,6 +58,7 @@ class TransferResult(BaseModel):
     wall_s: float
     exit_code: int
     unsupported: bool = False  # the client or server cannot do this protocol (not run, or exit code 127)
+    timed_out: bool = False  # the client gave up at its timeout (recorded as status "timeout")
     evidence: list[str] = []  # captured files (--capture)
     pcap_goodput_bps: float | None = None  # object bits over first..last server data packet (client-side pcap)
     # Datagrams dropped in the client container because a UDP socket's receive buffer was full during the

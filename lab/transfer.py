@@ -28,11 +28,9 @@ def unsupported_result(client: str, server: str, protocol: Protocol, size: int, 
 def run_transfer(client: ClientAdapter, server: str, protocol: Protocol, size: int,
                  timeout_s: float, cc: str | None = None, env: dict[str, str] | None = None,
                  port: int | None = None) -> TransferResult:
-
+    """One transfer of a `size`-byte object from `server`. Whether the combination can run at all is the caller's
+    question, asked once (a sweep: lab/sweep/support.py; `quiclab run`: lab/cli/run.py)."""
     target = check_server(server)
-    why = registry().unsupported(client.name, server, protocol)
-    if why:
-        return unsupported_result(client.name, server, protocol, size, why)
     expected_sha = objects.ensure(size)
     request = TransferRequest(protocol=protocol, size=size, url=target.url(objects.path_for(size), port),
                               timeout_s=timeout_s, cc=cc, env=env or {})
@@ -67,6 +65,7 @@ def verify(request: TransferRequest, report: ClientReport, expected_sha: str, *,
         sha256=report.sha256, handshake_s=report.handshake_s, ttfb_s=report.ttfb_s, total_s=total,
         goodput_bps=goodput, wall_s=wall_s, exit_code=report.exit_code,
         unsupported=report.exit_code == UNSUPPORTED_EXIT, client_rcvbuf_drops=report.udp_rcvbuf_drops,
+        timed_out=report.timed_out and bool(failure),
     )
 
 

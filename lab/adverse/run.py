@@ -44,6 +44,7 @@ from lab.errors import QuiclabError
 from lab.link import linkem
 from lab.link.model import Link
 from lab.protocols import Protocol
+from lab.signals import deferred_interrupt
 
 #: How long leaving waits for the scheduler's current action (a container restart is the longest).
 JOIN_TIMEOUT_S = 90.0
@@ -278,27 +279,27 @@ class Conditions:
                 self.problems.append(f"rules left in the router: {', '.join(left)}")
 
     # --- results -------------------------------------------------------------------------------------------------
-    def fill(self, rec: Any, files: list[Path] | None = None) -> None:
-        """Put what happened into the run's record (lab/results/schema.py: faults_actual, competing, jain_index,
-        probe_rtt_ms_p50/p95, path_change)."""
+    def columns(self, ok: bool, failure: str, files: list[Path] | None = None) -> dict[str, Any]:
+        """What happened, as the run's columns (lab/results/schema.py: faults_actual, competing, jain_index,
+        probe_rtt_ms_p50/p95, path_change); `ok` and `failure`: the run's outcome."""
         if self.empty:
-            return
+            return {}
+        out: dict[str, Any] = {}
         zero = self.scheduler.zero_unix
         if self.faults:
-            rec.faults_actual = json.dumps([fr.record(zero) for fr in self.fault_runs], separators=(",", ":"))
+            out["faults_actual"] = json.dumps([fr.record(zero) for fr in self.fault_runs], separators=(",", ":"))
         if self.flows is not None:
             doc, self.jain_index = self.flows.summary(zero)
-            rec.competing = json.dumps(doc, separators=(",", ":"))
-            rec.jain_index = None if self.jain_index is None else round(self.jain_index, 4)
-            rec.probe_rtt_ms_p50 = doc["probe"]["rtt_ms_p50"]
-            rec.probe_rtt_ms_p95 = doc["probe"]["rtt_ms_p95"]
+            out["competing"] = json.dumps(doc, separators=(",", ":"))
+            out["jain_index"] = None if self.jain_index is None else round(self.jain_index, 4)
+            out["probe_rtt_ms_p50"] = doc["probe"]["rtt_ms_p50"]
+            out["probe_rtt_ms_p95"] = doc["probe"]["rtt_ms_p95"]
         if self.path is not None:
             proto, ip, port = self.path_target
             applied = self.path_applied_s if not self.path.client_side else None
-            doc = pathmod.outcome(self.path, rec.status == "ok", rec.failure, applied, files or [], ip, port, zero,
-                                  proto == "udp")
-            rec.path_change = json.dumps(doc, separators=(",", ":"))
-
+            doc = pathmod.outcome(self.path, ok, failure, applied, files or [], ip, port, zero, proto == "udp")
+            out["path_change"] = json.dumps(doc, separators=(",", ":"))
+        return out
 
 def build(settings: dict[str, str], *, server: str, protocol: Protocol, backend: str, link: Link,
           timeout_s: float, port: int | None = None, blackout_with: str | None = None) -> Conditions:
@@ -330,8 +331,6 @@ def during(settings: dict[str, str], *, server: str, protocol: Protocol, backend
     if c.empty:
         yield c
         return
-    from lab.sweep.runner import deferred_interrupt  # (lazy: the runner imports this module)
-
     interrupted = False
     try:
         objects.ensure(size)  # made before time zero (the transfer makes it otherwise)

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 from typing import NoReturn
 
 import typer
 from pydantic import ValidationError
 from typer.exceptions import TyperException
 
-from lab import config, terminal
+from lab import config, signals, terminal
 from lab.cli import (
     bench,
     build,
@@ -61,16 +59,9 @@ def _typer_message(e: TyperException) -> str:
     return message
 
 
-def _exiting_on_interrupt() -> None:
-    """From here on further Ctrl-Cs are ignored: the exit's own clean-up (agents closed, atexit) is short, and a
-    second signal landing in it would otherwise end the process by SIGINT (exit status -2) instead of 130."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def exit_interrupted() -> NoReturn:
     """The one line and exit code 130 after Ctrl-C."""
-    _exiting_on_interrupt()
+    signals.ignore_further_interrupts()
     terminal.error("interrupted")
     sys.exit(130)
 
@@ -87,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(code)
     except QuiclabError as e:
         if e.exit_code == 130:  # a sweep stopped by Ctrl-C (its line names the command that continues it)
-            _exiting_on_interrupt()
+            signals.ignore_further_interrupts()
         terminal.error(str(e))
         sys.exit(e.exit_code)
     except typer.Abort:

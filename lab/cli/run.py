@@ -50,8 +50,9 @@ def _one(adapter: ClientAdapter, server: Implementation, p: Protocol, nbytes: in
          senders: SenderControl) -> tuple[TransferResult, Evidence]:
     """One verified transfer with the sender's congestion control in force (and read back)."""
     plan = resolve(server, p, sender_cc)
-    if plan.reason:
-        return unsupported_result(adapter.name, server.name, p, nbytes, plan.reason), Evidence(folder, folder)
+    why = registry().unsupported(adapter.name, server.name, p) or plan.reason
+    if why:
+        return unsupported_result(adapter.name, server.name, p, nbytes, why), Evidence(folder, folder)
     prepared = senders.prepare(server, plan, instance=not (server.qlog and "qlog" in kinds))
     if prepared.unsupported:
         return unsupported_result(adapter.name, server.name, p, nbytes, prepared.unsupported), Evidence(folder, folder)

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from lab import config
 from lab.endpoints.registry import Implementation, registry
-from lab.models import ClientReport, TransferRequest
+from lab.models import TIMEOUT_EXIT, ClientReport, TransferRequest
 from lab.protocols import Protocol
 from lab.workloads import curl as workload_curl
 from lab.workloads.result import ParsedRun
@@ -86,6 +86,7 @@ def parse_fetch_json(stdout: str) -> ClientReport:
         ttfb_s=_positive(w.get("time_starttransfer")),
         total_s=_positive(w.get("time_total")),
         udp_rcvbuf_drops=_count(doc.get("udp_rcvbuf_errors")),
+        timed_out=exit_code == TIMEOUT_EXIT,
     )
 
 

@@ -68,6 +68,7 @@ class BasePath:
 
 
 _cache: dict[str, BasePath] = {}
+_cache_of = 0  # napi.changes() when _cache was filled
 
 
 def enabled() -> bool:
@@ -91,6 +92,8 @@ def identity(path: Path) -> str:
 
 def ensure(path: Path) -> BasePath:
     """The base path of `path` for the router's current start and forwarding: kept, or measured now."""
+    if _cache_of != napi.changes():  # the forwarding changed since: the lab's own path is another now
+        forget()
     if path in _cache:
         return _cache[path]
     start = identity(path)
@@ -180,4 +183,6 @@ def manifest_facts() -> dict[str, Any]:
 
 def forget() -> None:
     """Drop what this process cached (the next use checks the router's start again)."""
+    global _cache_of
     _cache.clear()
+    _cache_of = napi.changes()

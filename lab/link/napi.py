@@ -38,6 +38,13 @@ IFF_NAPI = 0x0010  # linux/if_tun.h, as /sys/class/net/NAME/tun_flags shows it
 
 HOST_STEP_TIMEOUT_S = 10.0
 
+_changes = 0  # how often this process changed the forwarding (set_threaded)
+
+
+def changes() -> int:
+    """How often this process changed the router's forwarding: what the lab path's calibration cache checks."""
+    return _changes
+
 
 @dataclass(frozen=True)
 class State:
@@ -153,9 +160,8 @@ def set_threaded(on: bool) -> State:
     now = state()
     if now.threaded != tuple(on for _ in TUNS):
         raise EnvironmentProblem(f"the router's NAPI state did not change as written: {now.line()}")
-    from lab.link import calibrate  # (it asks this module which forwarding it measured in)
-
-    calibrate.forget()  # the lab's own path is another now: the next link applied measures it again
+    global _changes
+    _changes += 1  # the lab's own path is another now: the calibration (lab/link/calibrate.py) measures it again
     return now
 
 

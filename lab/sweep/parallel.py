@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from lab import config, docker, instance, lab, lock, optional, terminal
+from lab import config, docker, instance, lab, lock, optional, signals, terminal
 from lab.endpoints import require_available
 from lab.endpoints.registry import registry
 from lab.errors import QuiclabError, UsageError
@@ -148,16 +148,12 @@ def _parts(s: Scenario) -> tuple[str, ...]:
     return optional.needed([reg.client(c).container for c in s.clients] + [reg.server(v).container for v in s.servers])
 
 
-def _terminate(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def worker(folder: Path) -> int:
     """`quiclab sweep-worker FOLDER`: drive this process's lab for the parallel sweep in FOLDER. Reads run keys
     (one JSON list per line) on stdin, answers on stdout; exits 0 at end of input, 130 when stopped, 2 when its lab
     failed."""
     channel = _Channel()
-    signal.signal(signal.SIGTERM, _terminate)  # the coordinator stops a worker with SIGTERM (SIGINT may be ignored)
+    signals.terminate_as_interrupt()  # the coordinator stops a worker with SIGTERM (SIGINT may be ignored)
     manifest = store.read_manifest(folder)
     s = validate(manifest["scenario"], str(folder / store.MANIFEST))
     by_key = {r.key: r for r in plan(s)}
@@ -404,13 +400,11 @@ def start(s: Scenario, preset: str | None, results_dir: Path, n: int | None, hos
 
 
 def _interruptible(folder: Path, body: Callable[[], bool]) -> bool:
-    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        return body()
+        with signals.terminate_interrupts():
+            return body()
     except KeyboardInterrupt:
         raise session.SweepInterrupted(folder) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def resume(folder: Path) -> tuple[Path, bool]:

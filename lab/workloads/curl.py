@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from lab import config
-from lab.models import ClientReport
+from lab.models import TIMEOUT_EXIT, ClientReport
 from lab.protocols import Protocol
 from lab.workloads.result import ObjectReport, ParsedRun
 from lab.workloads.spec import H1_CONNECTIONS, Workload
@@ -69,7 +69,8 @@ def parse(stdout: str) -> ParsedRun:
             new_connection=int(w.get("num_connects") or 0) > 0, error=err,
             handshake_s=_float(w.get("time_appconnect")) or None, ttfb_s=_float(w.get("time_starttransfer")) or None))
     drops = doc.get("udp_rcvbuf_errors")
-    report = ClientReport(exit_code=int(doc.get("exit", -1)), error=str(doc.get("errors") or ""),
+    code = int(doc.get("exit", -1))
+    report = ClientReport(exit_code=code, error=str(doc.get("errors") or ""), timed_out=code == TIMEOUT_EXIT,
                           udp_rcvbuf_drops=drops if isinstance(drops, int) and drops >= 0 else None)
     start = doc.get("page_start")
     extra = doc.get("connections_navigation")

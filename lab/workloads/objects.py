@@ -32,7 +32,7 @@ class ObjectRow:
     ok: bool
 
 
-def append(folder: Path, rec: RunRecord, timings: list[ObjectTiming]) -> None:
+def append(folder: Path, run_key: str, started_at: str, timings: list[ObjectTiming]) -> None:
     path = folder / OBJECTS
     fresh = not path.exists() or path.stat().st_size == 0
     with path.open("a", newline="") as f:
@@ -40,7 +40,7 @@ def append(folder: Path, rec: RunRecord, timings: list[ObjectTiming]) -> None:
         if fresh:
             w.writerow(COLUMNS)
         for o in timings:
-            w.writerow([rec.run_key, rec.started_at, o.name, repr(o.start_s), repr(o.done_s), o.bytes,
+            w.writerow([run_key, started_at, o.name, repr(o.start_s), repr(o.done_s), o.bytes,
                         o.http_version, "true" if o.ok else "false"])
         f.flush()
         os.fsync(f.fileno())

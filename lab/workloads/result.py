@@ -72,6 +72,7 @@ class WorkloadResult:
     resumed: bool | None = None     # the measured connection resumed a TLS session
     early_data: bool | None = None  # its request went as 0-RTT early data and the server accepted it
     exit_code: int = 0
+    timed_out: bool = False  # the client gave up at its timeout (its adapter says so)
     unsupported: bool = False
     client_rcvbuf_drops: int | None = None
     evidence_checks: list[str] = field(default_factory=list)  # what the capture proved (resume, 0rtt)
@@ -113,6 +114,7 @@ def timings(reports: Sequence[ObjectReport], parallel: bool,
 
 def verify_objects(reports: Sequence[ObjectReport], expected: Mapping[str, str], protocol: Protocol, size: int,
                    *, parallel: bool, exit_code: int, error: str = "", origin: float | None = None,
+                   timed_out: bool = False,
                    extra_connections: int = 0) -> WorkloadResult:
     """Check every expected object (each exactly once) and compute the page result."""
     by_name = {r.name: r for r in reports}
@@ -143,5 +145,5 @@ def verify_objects(reports: Sequence[ObjectReport], expected: Mapping[str, str],
         ttfb_s=min(ttfbs) if ttfbs else None,
         connections=extra_connections + sum(1 for r in ordered if r.new_connection) if ordered else None,
         handshakes=extra_connections + sum(1 for r in ordered if r.new_connection) if ordered else None,
-        exit_code=exit_code)
+        exit_code=exit_code, timed_out=timed_out and bool(failure))
 

@@ -3,7 +3,10 @@
     w = workload_of(run.point)
     kinds = capture_kinds(w, ctx.capture)                      # resume/0rtt always capture pcap + keylog
     result = run_workload(...) if handles(adapter, w) else run_transfer(...)   # bulk: today's transfer
-    annotate(rec, result, w, ev, folder)                       # the workload columns, objects.csv, the proof
+
+Whether a client can run a workload is decided once per run before anything runs (`unsupported`, called by
+lab/sweep/support.py); the workload's columns, objects.csv and the resume/0rtt proof are the workload probe's
+(lab/sweep/probes.py WorkloadColumns, with `wire_connections` and `prove_sessions` here).
 
 run_workload returns a WorkloadRun: a TransferResult (so the runner records it like a transfer: total_s is the
 workload's time, goodput the bits of all objects over it, sha256_ok that every object's hash matched) with the
@@ -14,9 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from pathlib import Path
+from typing import Any
 
-import numpy as np
 from pydantic import Field
 
 from lab import agent, config, docker
@@ -28,10 +30,9 @@ from lab.evidence import pcap
 from lab.evidence.capture import Evidence
 from lab.models import TransferResult
 from lab.protocols import Protocol
-from lab.results.schema import RunRecord
 from lab.sweep.plan import Point
 from lab.transfer import EXEC_MARGIN_S, unsupported_result
-from lab.workloads import objects, pages, sessions
+from lab.workloads import pages, sessions
 from lab.workloads.result import ObjectTiming, WorkloadResult, verify_objects
 from lab.workloads.spec import Workload, parse_workload
 
@@ -65,6 +66,17 @@ def capture_kinds(w: Workload, asked: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(k for k in ("pcap", "keylog", "qlog") if k in {*asked, "pcap", "keylog"})
 
 
+def unsupported(adapter: ClientAdapter, w: Workload, protocol: Protocol) -> str:
+    """Why this client cannot run this workload over this protocol ("" if it can). Asked once per run, by the
+    plan's support check (lab/sweep/support.py), before anything runs."""
+    if not handles(adapter, w):
+        return ""
+    kind = "page" if w.kind == "bulk" else w.kind
+    if kind not in registry().client(adapter.name).workloads:
+        return f"{adapter.name} does not run {kind} workloads"
+    return str(getattr(adapter, "workload_unsupported", lambda *_: "")(w, protocol) or "")
+
+
 def _unsupported(adapter: ClientAdapter, server: str, protocol: Protocol, w: Workload, size: int,
                  why: str) -> WorkloadRun:
     base = unsupported_result(adapter.name, server, protocol, size, why)
@@ -75,15 +87,6 @@ def run_workload(adapter: ClientAdapter, server: str, protocol: Protocol, w: Wor
                  timeout_s: float, *, cc: str | None = None, env: dict[str, str] | None = None,
                  port: int | None = None) -> WorkloadRun:
     size = w.object_size(point_size)
-    reg = registry()
-    why = reg.unsupported(adapter.name, server, protocol)
-    kind = "page" if w.kind == "bulk" else w.kind
-    if not why and kind not in reg.client(adapter.name).workloads:
-        why = f"{adapter.name} does not run {kind} workloads"
-    if not why:
-        why = getattr(adapter, "workload_unsupported", lambda *_: "")(w, protocol)
-    if why:
-        return _unsupported(adapter, server, protocol, w, w.total_bytes(point_size), why)
     target = check_server(server)
     n = w.objects
     if w.sessions:
@@ -116,7 +119,7 @@ def run_workload(adapter: ClientAdapter, server: str, protocol: Protocol, w: Wor
     if w.sessions:  # the second connection is the measured one; the first must have worked too
         first = [r for r in reports if r.name == "first"]
         res = verify_objects(reports, expected, protocol, size, parallel=False, exit_code=report.exit_code,
-                             error=report.error)
+                             error=report.error, timed_out=report.timed_out)
         second = [o for o in res.objects if o.name == "second"]
         res.page_time_s = (second[0].done_s - second[0].start_s) if second else None
         if not res.failure and not first:
@@ -125,7 +128,7 @@ def run_workload(adapter: ClientAdapter, server: str, protocol: Protocol, w: Wor
     else:
         res = verify_objects(reports, expected, protocol, size, parallel=w.kind == "page" or w.kind == "bulk",
                              exit_code=report.exit_code, error=report.error, origin=parsed.page_start,
-                             extra_connections=parsed.extra_connections)
+                             extra_connections=parsed.extra_connections, timed_out=report.timed_out)
         total = w.total_bytes(point_size)
         if not res.ok and not res.unsupported:
             problem = pages.changed(n, size)
@@ -144,33 +147,10 @@ def _as_run(client: str, server: str, protocol: Protocol, w: Workload, res: Work
         server=server, size=total, bytes=res.bytes,
         sha256_expected=manifest, sha256=manifest if res.ok else "", handshake_s=res.handshake_s,
         ttfb_s=res.ttfb_s, total_s=t, goodput_bps=total * 8 / t if (t and res.ok) else None, wall_s=wall,
-        exit_code=res.exit_code, client_rcvbuf_drops=res.client_rcvbuf_drops, workload=w.label(),
+        exit_code=res.exit_code, timed_out=res.timed_out, client_rcvbuf_drops=res.client_rcvbuf_drops,
+        workload=w.label(),
         objects_timed=res.objects, page_time_s=t, connections=res.connections, handshakes=res.handshakes,
         sessions_early=(w.kind == "0rtt") if w.sessions else None)
-
-
-def annotate(rec: RunRecord, result: TransferResult, w: Workload, ev: Evidence, folder: Path | None) -> None:
-    """Fill the workload columns of a run's record; per-object times to objects.csv; resume/0rtt proven from the
-    capture (a run whose capture does not prove what it asked for fails with the reason)."""
-    rec.workload = w.label()
-    if not isinstance(result, WorkloadRun):
-        rec.objects = 1 if result.ok else None
-        rec.page_time_s = result.total_s
-        return
-    rec.size_bytes = result.size
-    if rec.wire_down_bytes is not None and rec.wire_up_bytes is not None and result.size:
-        rec.wire_overhead = (rec.wire_down_bytes + rec.wire_up_bytes) / result.size
-    rec.pcap_goodput_bps = None  # the capture's goodput is defined for one object on one connection
-    rec.objects = len(result.objects_timed) or None
-    rec.page_time_s = result.page_time_s
-    rec.connections, rec.handshakes = result.connections, result.handshakes
-    done = [o.done_s for o in result.objects_timed]
-    rec.object_p50_s = float(np.median(done)) if done and not w.sessions else None
-    rec.wire_connections = _wire_connections(ev, rec.server, client_ip(rec.client))
-    if w.sessions and rec.status == "ok":
-        _prove_sessions(rec, result, ev)
-    if folder is not None and result.objects_timed and rec.status != "unsupported":
-        objects.append(folder, rec, result.objects_timed)
 
 
 def client_ip(client: str) -> str:
@@ -178,7 +158,7 @@ def client_ip(client: str) -> str:
     return config.BROWSER_IP if registry().client(client).container == config.BROWSER_CONTAINER else config.CLIENT_IP
 
 
-def _wire_connections(ev: Evidence, server: str, client: str) -> int | None:
+def wire_connections(ev: Evidence, server: str, client: str) -> int | None:
     """Connections from the client to the server in the router's client-side capture (None without one): distinct
     client ports (one per TCP connection; one per QUIC connection's socket, as curl, gtlsclient and chromium
     open them)."""
@@ -194,18 +174,17 @@ def _wire_connections(ev: Evidence, server: str, client: str) -> int | None:
     return len({(p.proto, p.sport) for p in packets if p.src == client and p.dst == impl.address and p.dport == port})
 
 
-def _prove_sessions(rec: RunRecord, result: WorkloadRun, ev: Evidence) -> None:
+def prove_sessions(client: str, result: WorkloadRun, ev: Evidence) -> dict[str, Any]:
+    """A resume/0rtt run's proof from its decrypted capture, as columns; a run that does not show what it asked
+    for fails with the reason (status, failure, no goodput)."""
     capture_file, keys = ev.find("client-side.pcap"), ev.find("keys.log")
     if capture_file is None or keys is None:
         raise EnvironmentProblem("a resume/0rtt run needs its capture and key log, and one is missing: "
                                  f"{'; '.join(ev.problems) or 'no files'}")
-    ip = client_ip(rec.client)
+    ip = client_ip(client)
     v = sessions.analyze(sessions.inspect(capture_file, keys, ip), ip, bool(result.sessions_early))
-    rec.handshakes = v.handshakes
-    rec.connections = len(v.connections)
-    rec.resumed = v.resumed
-    rec.early_data = v.early_data if result.sessions_early else None
+    out: dict[str, Any] = {"handshakes": v.handshakes, "connections": len(v.connections), "resumed": v.resumed,
+                           "early_data": v.early_data if result.sessions_early else None}
     if v.failure:
-        rec.status, rec.failure = "failed", v.failure
-        rec.goodput_bps = None
-
+        out.update(status="failed", failure=v.failure, goodput_bps=None)
+    return out

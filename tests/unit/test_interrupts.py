@@ -26,7 +26,7 @@ def own_signal_dispositions():
 @pytest.fixture(autouse=True)
 def no_fidelity_guard(monkeypatch):
     """The runs here are stand-ins (strings): the host-bound judgement (tests/unit/test_parallel.py) is not theirs."""
-    monkeypatch.setattr(runner, "_judge_host", lambda rec, load, ctx: "")
+    monkeypatch.setattr(runner, "_judge_host", lambda rec, load, ctx: (rec, ""))
 
 
 class Log:

@@ -218,27 +218,28 @@ def test_other_traffic_on_the_link_during_a_run_is_told_apart() -> None:
 
 
 def test_a_run_disturbed_by_another_command_is_the_labs_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lab.errors import EnvironmentFailure
     from lab.link import linkem
     from lab.link.model import Link
     from lab.link.spec import parse_link
     from lab.protocols import Protocol
-    from lab.sweep import runner
+    from lab.sweep import probes
 
     mine = parse_link({"rtt": "40ms", "loss": "2%"})
     before = parse_linkem(METRICS)
     monkeypatch.setattr(linkem, "current", lambda: mine)
-    runner.disturbed("linkem", mine, before, before, Protocol.H1, 2_000_000)  # nothing else happened
-    runner.disturbed("netem", mine, None, None, Protocol.H1, 2_000_000)  # netem: nothing to tell it by
+    probes.disturbed("linkem", mine, before, before, Protocol.H1, 2_000_000)  # nothing else happened
+    probes.disturbed("netem", mine, None, None, Protocol.H1, 2_000_000)  # netem: nothing to tell it by
     udp = parse_linkem(METRICS.replace('"udp"} 6\n', '"udp"} 600\n'))
-    with pytest.raises(runner.EnvironmentFailure, match="594 packets of other traffic"):
-        runner.disturbed("linkem", mine, before, udp, Protocol.H1, 2_000_000)
+    with pytest.raises(EnvironmentFailure, match="594 packets of other traffic"):
+        probes.disturbed("linkem", mine, before, udp, Protocol.H1, 2_000_000)
     big = parse_linkem(METRICS.replace('"tcp"} 100\n', '"tcp"} 20000\n'))  # a 30 MB TCP download meanwhile
-    with pytest.raises(runner.EnvironmentFailure, match="other traffic"):
-        runner.disturbed("linkem", mine, before, big, Protocol.H1, 2_000_000)
-    runner.disturbed("linkem", mine, before, big, Protocol.H1, 20_000_000)  # ... but not for a 20 MB run
+    with pytest.raises(EnvironmentFailure, match="other traffic"):
+        probes.disturbed("linkem", mine, before, big, Protocol.H1, 2_000_000)
+    probes.disturbed("linkem", mine, before, big, Protocol.H1, 20_000_000)  # ... but not for a 20 MB run
     monkeypatch.setattr(linkem, "current", lambda: Link())  # someone's test reset the link
-    with pytest.raises(runner.EnvironmentFailure, match="the link was changed during the run"):
-        runner.disturbed("linkem", mine, before, before, Protocol.H1, 2_000_000)
+    with pytest.raises(EnvironmentFailure, match="the link was changed during the run"):
+        probes.disturbed("linkem", mine, before, before, Protocol.H1, 2_000_000)
 
 
 def test_a_view_that_does_not_cover_the_object_is_not_recorded(tmp_path) -> None:

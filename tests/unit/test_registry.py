@@ -222,7 +222,26 @@ def test_run_transfer_does_not_run_an_unsupported_combination():
     # No Docker here: an attempt to run anything would fail, not return "unsupported".
     r = run_transfer(get_client("gtlsclient"), "nginx", Protocol.H2, 1000, timeout_s=5)
     assert r.unsupported and not r.ok and r.exit_code == UNSUPPORTED_EXIT
-    assert r.failure == "unsupported: gtlsclient does not speak HTTP/2"
+    assert r.failure == "unsupported: gtlsclient speaks HTTP/3 only, not h2"  # its adapter says so itself
+
+
+def test_support_is_decided_once_per_run_before_anything_runs():
+    from lab.sweep.support import why_unsupported
+
+    def first(doc):
+        return plan(validate({"name": "s", "repeats": 1, "sizes": ["100kB"], **doc}, "test"))
+
+    assert why_unsupported(first({"clients": ["gtlsclient"], "protocols": ["h3"], "servers": ["nginx"]})[0]) == ""
+    by = {r.key: why_unsupported(r) for r in first({"clients": ["gtlsclient"], "servers": ["nginx"]})}
+    assert by["0/h2/gtlsclient/nginx/0"] == "gtlsclient does not speak HTTP/2"
+    cc = first({"clients": ["curl"], "servers": ["nginx"], "protocols": ["h3"], "sweep": {"cc": ["cubic"]}})[0]
+    assert "nginx's QUIC congestion control is fixed" in why_unsupported(cc)
+    moved = first({"clients": ["curl", "gtlsclient"], "servers": ["nginx"], "protocols": ["h3"],
+                   "sweep": {"path": ["migrate@1s"]}})
+    assert {r.client: bool(why_unsupported(r)) for r in moved} == {"curl": True, "gtlsclient": False}
+    page = first({"clients": ["gtlsclient"], "servers": ["nginx"], "protocols": ["h3"],
+                  "sweep": {"workload": ["page:5x10kB"]}})[0]
+    assert why_unsupported(page) == "gtlsclient does not run page workloads"
 
 
 def test_the_runner_records_unsupported_without_running():

@@ -33,7 +33,7 @@ def test_objects_csv_keeps_only_rows_of_recorded_runs(tmp_path):
     a, b = record(0, "h2", 0, 0.4, 0), record(0, "h2", 1, 0.8, 0)
     stale = replace(b, started_at="2025-12-31T23:59:59Z")  # written, then the run was interrupted and re-run
     for r in (a, stale, b):
-        objects_file.append(tmp_path, r, timings(r.page_time_s or 0))
+        objects_file.append(tmp_path, r.run_key, r.started_at, timings(r.page_time_s or 0))
     got = objects_file.read(tmp_path, [a, b])
     assert sorted(got) == [a.run_key, b.run_key]
     assert [o.done_s for o in got[b.run_key]] == pytest.approx([0.2, 0.4, 0.6, 0.8])
@@ -48,7 +48,7 @@ def test_workload_report_tables_and_plots(tmp_path):
             for rep in range(3):
                 r = record(point, proto, rep, (0.4 + 0.1 * rep) * slow * (1 + loss), loss)
                 records.append(r)
-                objects_file.append(tmp_path, r, timings(r.page_time_s or 0))
+                objects_file.append(tmp_path, r.run_key, r.started_at, timings(r.page_time_s or 0))
     (tmp_path / "runs.csv").write_text(csv_text(records))
     written = report.build(tmp_path, records)
     names = {p.name for p in written}
@@ -65,7 +65,7 @@ def test_objects_csv_torn_last_line_is_ignored_other_bad_rows_are_errors(tmp_pat
     from lab.errors import UsageError
 
     a = record(0, "h2", 0, 0.4, 0)
-    objects_file.append(tmp_path, a, timings(0.4))
+    objects_file.append(tmp_path, a.run_key, a.started_at, timings(0.4))
     path = tmp_path / objects_file.OBJECTS
     good = path.read_text()
     path.write_text(good + "0/h2/curl/nginx/0,2026-01-01T00:00:00Z,9,0.1")  # cut short

@@ -1,0 +1,103 @@
+"""Signal handling, in one place: Ctrl-C (SIGINT, unless ignored as under nohup) and SIGTERM stop a measurement
+cleanly; a record being written is never cut in half; an exit after Ctrl-C stays exit status 130.
+
+- `Stops`: while a sweep runs, each stop signal raises KeyboardInterrupt and is counted (the runner then knows a
+  run was cut short even where something swallowed the exception);
+- `held_signals` / `deferred_interrupt`: hold the signals over a block that must finish (a record's write, undoing
+  a fault), then raise;
+- `terminate_as_interrupt`: SIGTERM raises KeyboardInterrupt like Ctrl-C (parallel labs' workers and coordinator);
+- `ignore_further_interrupts`: once the process is exiting with 130, a second Ctrl-C cannot turn it into -2."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def held_signals() -> Iterator[list[int]]:
+    """Hold Ctrl-C (SIGINT, unless ignored) and SIGTERM until the block is done; yields the list of those that
+    arrived meanwhile. Outside the main thread (where signals cannot be handled) the block just runs."""
+    caught: list[int] = []
+    if not _main_thread():
+        yield caught
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(sig, lambda signum, _frame: caught.append(signum))
+    try:
+        yield caught
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Hold Ctrl-C until the block is done, then raise it: a record is never half written or written without
+    being counted."""
+    with held_signals() as caught:
+        yield
+    if caught:
+        raise KeyboardInterrupt
+
+
+class Stops:
+    """Counts stop signals (SIGINT unless it is ignored, as under nohup; SIGTERM) while a sweep runs. Each one
+    raises KeyboardInterrupt like Python's own handler, and the count tells the runner afterwards that a run was
+    cut short even where something on the way swallowed the exception."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._previous: dict[int, Any] = {}
+
+    def _handler(self, _signum: int, _frame: object) -> None:
+        self.count += 1
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> Stops:
+        if _main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                current = signal.getsignal(sig)
+                if current is not signal.SIG_IGN:
+                    self._previous[sig] = current
+                    signal.signal(sig, self._handler)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+
+
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def terminate_as_interrupt() -> None:
+    """From now on SIGTERM raises KeyboardInterrupt (a parallel sweep's worker: its coordinator stops it so)."""
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+@contextlib.contextmanager
+def terminate_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt inside the block (the previous handler afterwards)."""
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def ignore_further_interrupts() -> None:
+    """From here on further Ctrl-Cs are ignored: the exit's own clean-up (agents closed, atexit) is short, and a
+    second signal landing in it would otherwise end the process by SIGINT (exit status -2) instead of 130."""
+    if _main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -1,0 +1,301 @@
+"""Per-run probes: every concern that measures something around a run besides the transfer itself.
+
+A probe owns its columns of runs.csv (lab/results/schema.py) and any files it writes; the runner calls every probe
+at the same moments and builds the run's RunRecord once, after the run, from the run's identity, its outcome and
+the probes' columns (lab/sweep/runner.py `execute`):
+
+    before(rc)            just before the transfer (the link set, captures and adverse conditions running)
+    after(rc)             just after the transfer, still inside the adverse conditions (nothing else ran since)
+    settled(rc)           the adverse conditions are over, the run's captures still open (servers as configured)
+    columns(rc, so_far)   the captures closed: this probe's columns; `so_far` holds the identity, the outcome and
+                          the columns of the probes before it (read-only)
+
+A probe that finds the lab (not the transport) failed raises a QuiclabError: the run is not a result. Probes run in
+PROBES order; a later probe may read an earlier one's columns. Only the workload probe may change the outcome
+(status/failure/goodput), and only to fail a run whose capture does not prove what it asked for.
+
+Adding a metric = one probe here (or a column in an existing one) + its column in RunRecord + its line in
+docs/results.md."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from lab.adverse.run import Conditions
+from lab.cc import Prepared, SenderControl
+from lab.endpoints.registry import Implementation
+from lab.errors import EnvironmentFailure, QuiclabError
+from lab.evidence import capture, sender_view
+from lab.evidence.goodput import pcap_goodput
+from lab.link import counters, linkem, router
+from lab.link.model import Link
+from lab.models import TransferResult
+from lab.protocols import Protocol
+from lab.sweep.plan import PlannedRun
+from lab.workloads import objects
+from lab.workloads import run as workloads
+from lab.workloads.run import WorkloadRun
+from lab.workloads.spec import Workload
+
+
+@dataclass
+class RunContext:
+    """What the probes of one run see: the plan, what was put in force, and (as the run goes) what it produced."""
+
+    run: PlannedRun
+    server: Implementation
+    workload: Workload
+    backend: str                       # the shaper in force: linkem | netem
+    applied: Link                      # the link as set for the run
+    started_at: str
+    folder: Path | None                # the sweep folder (None: `quiclab run` and tests)
+    cc_claim: str                      # the server's congestion control as the sweep's start recorded it
+    senders: SenderControl
+    sender: Prepared
+    other_traffic: bool = False        # competing flows or the caller's own probe share the link by design
+    port: int | None = None            # where the client fetched from (None: the server's own port)
+    ev: capture.Evidence | None = None
+    adv: Conditions | None = None
+    result: TransferResult | None = None
+
+    @property
+    def protocol(self) -> Protocol:
+        return self.run.protocol
+
+    @property
+    def size(self) -> int:
+        """The bytes the run was to move: the object, or all of a workload's objects."""
+        return self.result.size if isinstance(self.result, WorkloadRun) else self.run.point.size
+
+
+class Probe:
+    """The probe interface (every hook optional). COLUMNS: the runs.csv columns this probe owns."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ()
+
+    def before(self, rc: RunContext) -> None:
+        return None
+
+    def after(self, rc: RunContext) -> None:
+        return None
+
+    def settled(self, rc: RunContext) -> None:
+        return None
+
+    def columns(self, rc: RunContext, so_far: Mapping[str, Any]) -> dict[str, Any]:
+        return {}
+
+
+# --- the link's own counters ----------------------------------------------------------------------------------------
+
+def wire_counters(backend: str) -> counters.Snapshot | None:
+    """The link's counters so far: linkem's (bytes, packets, drops by cause), or the router's interface counters
+    (IP bytes and packets delivered per direction)."""
+    try:
+        if backend == "linkem":
+            return counters.parse_linkem(linkem.metrics_text())
+        ifs = router.interfaces()
+        out = router.run("cat", *(f"/sys/class/net/{i}/statistics/{c}" for i in (ifs.client_side, ifs.server_side)
+                                  for c in ("tx_bytes", "tx_packets")))
+        cb, cp, sb, sp = (int(x) for x in out.split())
+        return counters.Snapshot(counters.Counters(cb - 14 * cp, cp), counters.Counters(sb - 14 * sp, sp))
+    except (QuiclabError, ValueError):
+        return None
+
+
+#: Packets of another IP protocol crossing the link during a run beyond which another command was using it. Not
+#: zero: the previous run's QUIC connection may still send a few closing packets into a TCP run (12 seen).
+FOREIGN_PACKETS = 50
+
+
+def reorders(link: Link) -> bool:
+    """Whether the link lets packets overtake each other toward the client (jitter that reorders, netem reorder)."""
+    d = link.downlink
+    return (d.reorder and d.jitter_s > 0) or d.reorder_prob > 0
+
+
+def disturbed(backend: str, applied: Link, before: counters.Snapshot | None, after: counters.Snapshot | None,
+              protocol: Protocol, size: int, others_expected: bool = False) -> None:
+    """Raise (the lab's failure: not a result) if another command changed the link or sent traffic over it
+    during the run: packets of another IP protocol, or more packets toward the client than twice the object's
+    (in 1200-byte packets, retransmissions included, plus 200; not on a link that reorders, where a sender's
+    spurious retransmissions alone exceed it: nginx's QUIC sent 3.7 times the object's packets through 10 ms of
+    reordering jitter). Every measuring command should hold the lab lock; not all do."""
+    if backend != "linkem":
+        return
+    now = linkem.current()
+    if now != applied:
+        raise EnvironmentFailure("the link was changed during the run by another command (not a result)")
+    if before and after and not others_expected:
+        delta = after - before
+        foreign = delta.foreign("udp" if protocol is Protocol.H3 else "tcp")
+        if (delta.down.received or 0) > 2 * size / 1200 + 200 and not reorders(applied):
+            foreign = max(foreign, (delta.down.received or 0) - int(2 * size / 1200 + 200))
+        if foreign > FOREIGN_PACKETS:
+            raise EnvironmentFailure(f"{foreign} packets of other traffic crossed the link during the run: another "
+                                     "command was using the lab (not a result)")
+
+
+def loss_columns(delta: counters.Snapshot) -> dict[str, Any]:
+    """The link's per-direction counts over the run (unknown with netem: left empty)."""
+    out: dict[str, Any] = {
+        "link_down_sent_pkts": delta.down.received, "link_up_sent_pkts": delta.up.received,
+        "link_down_loss_drops": delta.down.loss_drops, "link_up_loss_drops": delta.up.loss_drops,
+        "link_down_queue_drops": delta.down.queue_drops, "link_up_queue_drops": delta.up.queue_drops}
+    if delta.down.host_drops is not None or delta.up.host_drops is not None:
+        out["link_host_drops"] = (delta.down.host_drops or 0) + (delta.up.host_drops or 0)
+    return out
+
+
+@dataclass
+class LinkCounters(Probe):
+    """Bytes and packets over the link during the transfer, drops by cause, and the check that nobody else used
+    the link meanwhile (a run someone disturbed is the lab's failure)."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = (
+        "wire_down_bytes", "wire_up_bytes", "wire_overhead", "link_down_sent_pkts", "link_up_sent_pkts",
+        "link_down_loss_drops", "link_up_loss_drops", "link_down_queue_drops", "link_up_queue_drops",
+        "link_host_drops")
+    start: counters.Snapshot | None = None
+    end: counters.Snapshot | None = None
+
+    @property
+    def delta(self) -> counters.Snapshot | None:
+        return self.end - self.start if self.start and self.end else None
+
+    def before(self, rc: RunContext) -> None:
+        self.start = wire_counters(rc.backend)
+
+    def after(self, rc: RunContext) -> None:
+        self.end = wire_counters(rc.backend)
+
+    def settled(self, rc: RunContext) -> None:
+        # what the run moves toward the client: every object, twice for resume/0rtt (two connections)
+        moved = rc.workload.total_bytes(rc.run.point.size) * (2 if rc.workload.sessions else 1)
+        others = rc.other_traffic or (rc.adv is not None and rc.adv.flows is not None)
+        disturbed(rc.backend, rc.applied, self.start, self.end, rc.protocol, moved, others_expected=others)
+
+    def columns(self, rc: RunContext, so_far: Mapping[str, Any]) -> dict[str, Any]:
+        delta = self.delta
+        if delta is None:
+            return {}
+        down, up = delta.down.bytes, delta.up.bytes
+        return {"wire_down_bytes": down, "wire_up_bytes": up,
+                "wire_overhead": (down + up) / rc.size if rc.size else None, **loss_columns(delta)}
+
+
+# --- the sender's congestion control, read back ---------------------------------------------------------------------
+
+@dataclass
+class SenderCC(Probe):
+    """The congestion control in force at the sender for this run, read back from the server after the
+    conditions ended (a paused or stopped server cannot be read) and before its qlog instance stops."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("cc_sender", "cc_sender_source", "cc_server")
+    read: tuple[str, str] = ("", "")
+
+    def settled(self, rc: RunContext) -> None:
+        self.read = rc.senders.read_back(rc.server, rc.sender, rc.port)
+
+    def columns(self, rc: RunContext, so_far: Mapping[str, Any]) -> dict[str, Any]:
+        algorithm, source = self.read
+        # what was in force for this run, not at the sweep's start
+        return {"cc_sender": algorithm, "cc_sender_source": source, "cc_server": algorithm or rc.cc_claim}
+
+
+# --- from the run's captures ----------------------------------------------------------------------------------------
+
+class PcapGoodput(Probe):
+    """The quic-interop-runner's goodput from the client-side capture (one object on one connection only)."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("pcap_goodput_bps",)
+
+    def columns(self, rc: RunContext, so_far: Mapping[str, Any]) -> dict[str, Any]:
+        assert rc.ev is not None and rc.result is not None
+        if not rc.result.ok or isinstance(rc.result, WorkloadRun):
+            return {}
+        return {"pcap_goodput_bps": pcap_goodput(rc.ev, rc.run.server, rc.protocol, rc.run.point.size, rc.port)}
+
+
+@dataclass
+class SenderResponse(Probe):
+    """From the run's evidence: the sender's data and retransmitted bytes, and its loss-response figure
+    (loss-response.png beside the captures)."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("sender_data_pkts", "sender_data_bytes", "sender_retx_bytes",
+                                          "loss_response_source")
+    link: LinkCounters | None = None  # the counters drawn into the figure
+
+    def columns(self, rc: RunContext, so_far: Mapping[str, Any]) -> dict[str, Any]:
+        ev = rc.ev
+        assert ev is not None
+        if not ev.files:
+            return {}
+        port = rc.port or rc.server.port or 443
+        response = sender_view.analyse(ev, rc.server, rc.protocol, port, rc.run.point.size)
+        if response is None:
+            return {}
+        title = (f"{rc.run.key}: {rc.protocol.label} {rc.run.client}→{rc.run.server}, sender cc "
+                 f"{so_far.get('cc_sender') or '?'}, {rc.run.point.label}")
+        delta = self.link.delta if self.link is not None else None
+        ev.files.append(sender_view.figure(response, delta, title, ev.folder / sender_view.FIGURE))
+        return {"sender_data_pkts": response.data_packets, "sender_data_bytes": response.data_bytes,
+                "sender_retx_bytes": response.retx_bytes, "loss_response_source": response.source}
+
+
+# --- workloads --------------------------------------------------------------------------------------------------------
+
+class WorkloadColumns(Probe):
+    """The workload's columns; per-object times to objects.csv; resume/0rtt proven from the capture (a run whose
+    capture does not prove what it asked for fails with the reason: the one probe that may change the outcome)."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = (
+        "workload", "objects", "page_time_s", "object_p50_s", "connections", "handshakes", "resumed", "early_data",
+        "wire_connections")
+
+    def columns(self, rc: RunContext, so_far: Mapping[str, Any]) -> dict[str, Any]:
+        result, w, ev = rc.result, rc.workload, rc.ev
+        assert result is not None and ev is not None
+        if not isinstance(result, WorkloadRun):
+            return {"workload": w.label(), "objects": 1 if result.ok else None, "page_time_s": result.total_s}
+        done = [o.done_s for o in result.objects_timed]
+        out: dict[str, Any] = {
+            "workload": w.label(), "objects": len(result.objects_timed) or None, "page_time_s": result.page_time_s,
+            "connections": result.connections, "handshakes": result.handshakes,
+            "object_p50_s": float(np.median(done)) if done and not w.sessions else None,
+            "wire_connections": workloads.wire_connections(ev, rc.run.server, workloads.client_ip(rc.run.client))}
+        if w.sessions and so_far["status"] == "ok":
+            out.update(workloads.prove_sessions(rc.run.client, result, ev))
+        if rc.folder is not None and result.objects_timed and so_far["status"] != "unsupported":
+            objects.append(rc.folder, rc.run.key, rc.started_at, result.objects_timed)
+        return out
+
+
+# --- adverse conditions ---------------------------------------------------------------------------------------------
+
+class AdverseEvents(Probe):
+    """What the run's faults, competing flows and path change did (lab/adverse; nothing when the run had none)."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("faults_actual", "competing", "jain_index", "probe_rtt_ms_p50",
+                                          "probe_rtt_ms_p95", "path_change")
+
+    def columns(self, rc: RunContext, so_far: Mapping[str, Any]) -> dict[str, Any]:
+        assert rc.adv is not None and rc.ev is not None
+        return rc.adv.columns(so_far["status"] == "ok", so_far["failure"], rc.ev.files)
+
+
+def probes() -> list[Probe]:
+    """A fresh set for one run, in the order their columns are computed."""
+    link = LinkCounters()
+    return [link, SenderCC(), PcapGoodput(), SenderResponse(link=link), WorkloadColumns(), AdverseEvents()]
+
+
+#: Every column some probe owns (a unit test checks they are RunRecord columns and owned once).
+PROBE_COLUMNS: tuple[str, ...] = tuple(c for p in (LinkCounters, SenderCC, PcapGoodput, SenderResponse,
+                                                    WorkloadColumns, AdverseEvents) for c in p.COLUMNS)
+
