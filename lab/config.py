@@ -115,13 +115,15 @@ def check_instance() -> instance.Instance:
 INSTANCE = _instance()
 PROJECT = INSTANCE.project  # the compose project: quiclab, quiclab-1, ...
 
-CLIENT_CONTAINER = INSTANCE.container("client")  # curl 8.14, gtlsclient (Debian trixie)
-CLIENT_SID_CONTAINER = INSTANCE.container("client-sid")  # curl-sid (Debian unstable; optional)
-BROWSER_CONTAINER = INSTANCE.container("client-browser")  # headless chromium (images/client-browser)
-SERVER_CONTAINER = INSTANCE.container("server")  # nginx; it also makes the test objects (lab/objects.py)
-SERVER_NGTCP2_CONTAINER = INSTANCE.container("server-ngtcp2")
-SERVER_CADDY_CONTAINER = INSTANCE.container("server-caddy")
-SERVER_NGINX130_CONTAINER = INSTANCE.container("server-nginx130")  # nginx-sid (Debian unstable; optional)
+# The implementations' containers are the registry's (lab/endpoints/implementations.toml; the lab's lists of them:
+# lab/lab.py). Named here only the containers other parts of the lab use for what they are besides an
+# implementation's home: the client host (iperf3 and ping for the link's self-checks), the server that makes the
+# test objects, the browser's own address (BROWSER_IP), and Debian unstable's two for their image tests.
+CLIENT_CONTAINER = INSTANCE.container("client")
+CLIENT_SID_CONTAINER = INSTANCE.container("client-sid")
+BROWSER_CONTAINER = INSTANCE.container("client-browser")
+SERVER_CONTAINER = INSTANCE.container("server")  # it also makes the test objects (lab/objects.py)
+SERVER_NGINX130_CONTAINER = INSTANCE.container("server-nginx130")
 ROUTER_CONTAINER = INSTANCE.container("router")
 HOSTNET_CONTAINER = INSTANCE.container("hostnet")  # the host firewall allowance for the lab bridges (lab/hostnet.py)
 PROMETHEUS_CONTAINER = INSTANCE.container("prometheus")

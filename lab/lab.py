@@ -12,24 +12,34 @@ from dataclasses import dataclass
 from dotenv import set_key
 
 from lab import config, docker, hostnet, optional, terminal
+from lab.endpoints.registry import Registry, registry
 from lab.errors import EnvironmentProblem, QuiclabError
 from lab.link import napi
 from lab.observe import services
 
-LAB_CONTAINERS = (config.HOSTNET_CONTAINER, config.ROUTER_CONTAINER, config.SERVER_CONTAINER,
-                  config.SERVER_NGTCP2_CONTAINER, config.SERVER_CADDY_CONTAINER, config.SERVER_NGINX130_CONTAINER,
-                  config.CLIENT_CONTAINER, config.CLIENT_SID_CONTAINER, config.BROWSER_CONTAINER,
+
+def implementation_containers(reg: Registry | None = None) -> tuple[str, ...]:
+    """The containers of every registered implementation (servers first), in this lab: the registry is the one list
+    of them (lab/endpoints/implementations.toml)."""
+    return (reg or registry()).containers()
+
+
+def route_helpers(reg: Registry | None = None) -> tuple[str, ...]:
+    """The one-shot helper of each implementation container that routes its network through the router."""
+    return tuple(f"{config.INSTANCE.service(c)}-route" for c in implementation_containers(reg))
+
+
+#: The containers that run as long as the lab: the host firewall allowance, the router, the implementations'
+#: (from the registry) and the observability stack.
+LAB_CONTAINERS = (config.HOSTNET_CONTAINER, config.ROUTER_CONTAINER, *implementation_containers(),
                   config.PROMETHEUS_CONTAINER, config.PUSHGATEWAY_CONTAINER)
 #: What a transfer needs. Not `hostnet`: its rules are what matters, and a lab started by an older compose file (or
 #: on a host without br_netfilter) has them from `quiclab up` or needs none; the client's healthcheck fetches through
 #: the router, so a client that is healthy has passed them.
-REQUIRED_FOR_RUNS = (config.ROUTER_CONTAINER, config.SERVER_CONTAINER, config.SERVER_NGTCP2_CONTAINER,
-                     config.SERVER_CADDY_CONTAINER, config.SERVER_NGINX130_CONTAINER, config.CLIENT_CONTAINER,
-                     config.CLIENT_SID_CONTAINER, config.BROWSER_CONTAINER)
+REQUIRED_FOR_RUNS = (config.ROUTER_CONTAINER, *implementation_containers())
 PROJECT_LABEL = f"com.docker.compose.project={config.PROJECT}"
 #: One-shot services that exit 0: the lab PKI, and the helpers that route each lab network through the router.
-ONE_SHOTS = ("pki", "client-route", "client-sid-route", "client-browser-route", "server-route", "server-ngtcp2-route",
-             "server-caddy-route", "server-nginx130-route")
+ONE_SHOTS = ("pki", *route_helpers())
 UP_TIMEOUT_S = 180.0
 GRAFANA_PULL_TIMEOUT_S = 20.0
 GRAFANA_START_TIMEOUT_S = 90.0

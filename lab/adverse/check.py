@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from lab.adverse.spec import parse_competing, parse_faults, parse_path
+from lab.endpoints.registry import registry
 from lab.errors import UsageError
 from lab.protocols import Protocol
 from lab.sweep.plan import points, timeout_for
 from lab.sweep.scenario import Scenario
 
-#: Clients that can move to a new path themselves (gtlsclient --change-local-addr).
-MIGRATING_CLIENTS = frozenset({"gtlsclient"})
+
+def migrating_clients() -> frozenset[str]:
+    """Clients that can move to a new path themselves: the registry's `migrates = true` (gtlsclient's
+    --change-local-addr)."""
+    return registry().migrating()
 
 
 def check_scenario(s: Scenario, where: str) -> None:
@@ -36,15 +40,22 @@ def check_scenario(s: Scenario, where: str) -> None:
             if path.at_s > timeout:
                 raise UsageError(f"{at}: path change {path.text!r} at {path.at_s:g} s is after the run's timeout "
                                  f"of {timeout:g} s")
-            if path.client_side and not (MIGRATING_CLIENTS & set(s.clients) and Protocol.H3.value in s.protocols):
+            migrating = migrating_clients()
+            clients = {registry().canonical(c) for c in s.clients}
+            if path.client_side and not (migrating & clients and Protocol.H3.value in s.protocols):
                 raise UsageError(f"{at}: path {path.text!r} is done by the client itself: it needs client "
-                                 f"{', '.join(sorted(MIGRATING_CLIENTS))} and protocol h3 in the scenario")
+                                 f"{', '.join(sorted(migrating)) or '(none registered)'} and protocol h3 in the "
+                                 "scenario")
 
 
 def unsupported(settings: dict[str, str], client: str, protocol: Protocol) -> str | None:
     """Why this run cannot have its adverse conditions (recorded as unsupported, not run), or None."""
     path = parse_path(settings.get("path", ""))
-    if path is not None and path.client_side and (client not in MIGRATING_CLIENTS or protocol is not Protocol.H3):
+    if path is None or not path.client_side:
+        return None
+    migrating = migrating_clients()
+    if registry().canonical(client) not in migrating or protocol is not Protocol.H3:
         return (f"path {path.text}: the client moves itself, which only "
-                f"{', '.join(sorted(MIGRATING_CLIENTS))} over h3 can (use rebind or readdr for every client)")
+                f"{', '.join(sorted(migrating)) or '(no registered client)'} over h3 can (use rebind or readdr for "
+                "every client)")
     return None

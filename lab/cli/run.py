@@ -11,7 +11,7 @@ from lab import config, lab, lock, terminal
 from lab.cc import SenderControl
 from lab.endpoints import check_server, get_client, require_available
 from lab.endpoints.base import ClientAdapter
-from lab.endpoints.registry import Implementation, registry
+from lab.endpoints.registry import Implementation, help_text, registry
 from lab.endpoints.sender_cc import parse_cc, resolve
 from lab.errors import UsageError, VerificationError
 from lab.evidence.capture import Evidence, collecting, parse_kinds
@@ -77,16 +77,17 @@ def register(app: typer.Typer) -> None:
     def run(
         protocol: Annotated[str, typer.Option("--protocol", "-p", help="h1, h2, h3 or a comma list.")] = "h1,h2,h3",
         size: Annotated[str, typer.Option("--size", "-s", help="Object size, e.g. 10kB, 1MB, 10MiB, 12345.")] = "1MB",
-        client: Annotated[str, typer.Option(help="Client implementation (see docs/implementations.md).")] = "curl",
-        server: Annotated[str, typer.Option(help="Server implementation: nginx, ngtcp2, caddy.")] = "nginx",
+        client: Annotated[str, typer.Option(help=f"Client implementation: {help_text('client')} (see "
+                                                 "docs/implementations.md).")] = "curl",
+        server: Annotated[str, typer.Option(help=f"Server implementation: {help_text('server')}.")] = "nginx",
         sender_cc: Annotated[str | None, typer.Option(
             "--sender-cc", help="The sender's (for downloads the server's) congestion control: reno, cubic, bbr or "
                                 "native (the server's own, the default). TCP: set in the server's network namespace; "
-                                "QUIC: a server instance per algorithm (ngtcp2); fixed stacks (nginx, Caddy) run "
-                                "only native.")] = None,
+                                f"QUIC: a server instance per algorithm ({help_text('sender_quic_cc')}); fixed "
+                                f"stacks ({help_text('fixed_quic_cc')}) run only native.")] = None,
         cc: Annotated[str | None, typer.Option(
             "--client-quic-cc", "--cc", help="The CLIENT's QUIC congestion control, for clients that can choose it "
-                                             "(gtlsclient: cubic, reno, bbr); hardly matters for downloads "
+                                             f"({help_text('client_quic_cc')}); hardly matters for downloads "
                                              "(--cc is its old name).")] = None,
         timeout: Annotated[float | None, typer.Option(help="Per-transfer timeout in seconds.")] = None,
         json_out: Annotated[bool, typer.Option("--json", help="One JSON object per transfer on stdout.")] = False,

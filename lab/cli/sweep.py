@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from lab import config, terminal
+from lab.endpoints.registry import help_text
 from lab.errors import UsageError
 from lab.evidence.capture import parse_kinds
 from lab.results.report import load_sweep
@@ -51,6 +52,11 @@ def _overrides(data: dict[str, Any], repeats: int | None, protocols: str | None,
     return data
 
 
+def _default(field: str) -> str:
+    """A scenario's default clients or servers, for the help text."""
+    return ", ".join(scenario.Scenario.model_fields[field].default)
+
+
 def _refuse_with_resume(given: dict[str, object]) -> None:
     """--resume continues the folder's own scenario: an option that would change it is an error, not ignored."""
     for flag, value in given.items():
@@ -68,10 +74,10 @@ def register(app: typer.Typer) -> None:
         protocols: Annotated[str | None, typer.Option(help="Comma list: h1,h2,h3.")] = None,
         sizes: Annotated[str | None, typer.Option(help="Comma list of object sizes, e.g. 100kB,1MB.")] = None,
         seed: Annotated[int | None, typer.Option(help="Seed for the run order and the link's randomness.")] = None,
-        clients: Annotated[str | None, typer.Option(help="Comma list of clients: curl, gtlsclient (default curl).")]
-        = None,
-        servers: Annotated[str | None, typer.Option(help="Comma list of servers: nginx, ngtcp2, caddy (default "
-                                                          "nginx).")] = None,
+        clients: Annotated[str | None, typer.Option(
+            help=f"Comma list of clients: {help_text('client')} (default {_default('clients')}).")] = None,
+        servers: Annotated[str | None, typer.Option(
+            help=f"Comma list of servers: {help_text('server')} (default {_default('servers')}).")] = None,
         shaper: Annotated[str | None, typer.Option(help="auto, netem or linkem.")] = None,
         capture: Annotated[str | None, typer.Option(help="Evidence kept per run: pcap,keylog,qlog (any subset, "
                                                          "or all); stored under <folder>/evidence/.")] = None,

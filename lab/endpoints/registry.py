@@ -103,6 +103,7 @@ class Implementation(BaseModel):
     # clients
     adapter: str | None = Field(default=None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
     processes: tuple[str, ...] = ()
+    migrates: bool = False  # clients: it can move its own connection to a new local address (scenario `path`)
     # servers
     service: str | None = None
     address: str | None = Field(default=None, pattern=r"^\d{1,3}(\.\d{1,3}){3}$")
@@ -129,6 +130,8 @@ class Implementation(BaseModel):
                     raise ValueError(f"{f}: a server needs a {f}")
             if self.adapter is not None or self.processes:
                 raise ValueError("adapter: servers have no adapter (they are started by compose)")
+            if self.migrates:
+                raise ValueError("migrates: only clients move their own connection to a new path")
             if self.qlog is not None and self.qlog.port == self.port:
                 raise ValueError("qlog: its port must differ from the server's own port")
             self._check_cc_instances()
@@ -179,6 +182,22 @@ class Registry:
 
     def names(self, role: Role) -> list[str]:
         return [n for n, i in self.implementations.items() if i.role == role]
+
+    def containers(self) -> tuple[str, ...]:
+        """Every implementation's container, once each: the servers' first, then the clients' (registry order).
+        The lab's container lists derive from it (lab/lab.py): a new entry is part of the lab without more."""
+        ordered = [i.container for role in ("server", "client") for i in self.implementations.values()
+                   if i.role == role]
+        return tuple(dict.fromkeys(ordered))
+
+    def migrating(self) -> frozenset[str]:
+        """The clients that can move their own connection to a new path (`migrates = true`)."""
+        return frozenset(n for n, i in self.implementations.items() if i.role == "client" and i.migrates)
+
+    def listing(self, role: Role) -> str:
+        """The names of a role for help texts: "nginx, ngtcp2, caddy, nginx-sid (or nginx-1.30)"."""
+        return ", ".join(n + (f" (or {', '.join(i.aliases)})" if i.aliases else "")
+                         for n, i in self.implementations.items() if i.role == role)
 
     def canonical(self, name: str) -> str:
         """The registry's name for `name` (itself, or the implementation that has it as an alias)."""
@@ -299,3 +318,25 @@ def registry() -> Registry:
     from lab import config
 
     return load().for_instance(config.INSTANCE)
+
+
+def help_text(what: Literal["client", "server", "client_quic_cc", "sender_quic_cc", "fixed_quic_cc"]) -> str:
+    """Implementation names for the CLI's help texts, from the registry (a help text never lists them by hand):
+    every client or server ("nginx, ngtcp2, ..., nginx-sid (or nginx-1.30)"), the clients that can choose their
+    QUIC congestion control with the choices ("gtlsclient: cubic, reno, bbr"), the servers run as one instance per
+    algorithm, or the servers whose QUIC stack has a fixed one. A registry that does not load (its error comes
+    when a command uses it) gives a pointer to the docs, so that --help always works."""
+    try:
+        reg = registry()
+    except UsageError:
+        return "see docs/implementations.md"
+    impls = reg.implementations.values()
+    if what in ("client", "server"):
+        return reg.listing(what)
+    if what == "client_quic_cc":
+        return "; ".join(f"{i.name}: {', '.join(i.quic_cc.options)}" for i in impls
+                         if i.role == "client" and i.quic_cc is not None and i.quic_cc.settable)
+    if what == "sender_quic_cc":
+        return ", ".join(i.name for i in impls if i.role == "server" and i.sender_cc.quic is not None)
+    return ", ".join(i.name for i in impls if i.role == "server" and i.sender_cc.quic is None
+                     and i.quic_cc is not None and i.quic_cc.fixed is not None)

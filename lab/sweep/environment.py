@@ -14,13 +14,22 @@ from pathlib import Path
 from typing import Any
 
 from lab import __version__, config, docker, optional
-from lab.endpoints.registry import registry
+from lab.endpoints.registry import Registry, registry
 from lab.link import router, shaper
 from lab.link.model import Link
 from lab.protocols import Protocol
 
-#: curl's and nginx's QUIC congestion control (the registry's entries; kept for older manifests and callers).
-QUIC_CC = {"client": "newreno (curl: OpenSSL QUIC, fixed)", "server": "newreno (nginx QUIC, fixed)"}
+
+def quic_cc(reg: Registry | None = None) -> dict[str, str]:
+    """The QUIC congestion control of the lab's own client and server, as the registry states it: the first
+    registered client in the client container and the first server in the server container (curl and nginx; the
+    manifest's `congestion_control` keeps these two keys for older readers, `implementations` has every one)."""
+    reg = reg or registry()
+    out = {}
+    for role, container in (("client", config.CLIENT_CONTAINER), ("server", config.SERVER_CONTAINER)):
+        impl = next((i for i in reg.implementations.values() if i.role == role and i.container == container), None)
+        out[role] = impl.quic_cc.describe() if impl is not None and impl.quic_cc is not None else "none"
+    return out
 
 
 def _exec(container: str, *cmd: str) -> str:
@@ -64,8 +73,9 @@ def tcp_cc(container: str) -> str:
 
 
 def congestion_control() -> dict[str, str]:
+    quic = quic_cc()
     return {"tcp client": tcp_cc(config.CLIENT_CONTAINER), "tcp server": tcp_cc(config.SERVER_CONTAINER),
-            "quic client": QUIC_CC["client"], "quic server": QUIC_CC["server"]}
+            "quic client": quic["client"], "quic server": quic["server"]}
 
 
 def implementations(names: list[str], chosen: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:

@@ -5,8 +5,9 @@ and `quiclab down` of one leaves the other working; a sweep sharded over two lab
 unsharded plan.
 
 The lab this run drives (config.INSTANCE, the default lab unless QUICLAB_INSTANCE says otherwise) is never started,
-stopped or reconfigured here: the labs these tests start are other numbers, and every one is taken down in
-`finally`. The images are the ones compose builds or finds (QUICLAB_TAG as in the environment).
+stopped or reconfigured here: the labs these tests start are other numbers that no container of this host uses
+(the highest free ones: `quiclab sweep --parallel` takes the lowest), and every one is taken down in `finally`.
+The images are the ones compose builds or finds (QUICLAB_TAG as in the environment).
 """
 
 from __future__ import annotations
@@ -28,14 +29,13 @@ from lab.errors import QuiclabError
 from lab.instance import Instance
 from lab.protocols import Protocol
 from lab.results.report import load_sweep
+from lab.sweep import parallel as parallel_labs
 from lab.sweep import presets
 from lab.sweep.plan import plan
 
 pytestmark = pytest.mark.lab
 
 HOME = config.INSTANCE  # the lab this test run drives (shared with others: left alone)
-#: Labs these tests start, beside HOME.
-OTHER, THIRD = [Instance(n) for n in range(1, instance.MAX_INSTANCE + 1) if n != HOME.number][:2]
 BUSY = "the lab is busy"  # another quiclab command holds HOME's lock: nothing ran, try again
 WAIT_FOR_HOME_S = 1200
 CURL_FLAG = {Protocol.H1: "--http1.1", Protocol.H2: "--http2", Protocol.H3: "--http3-only"}
@@ -50,6 +50,16 @@ def engine() -> None:
         pytest.skip(f"needs a Docker engine: {e}")
     if os.geteuid() != 0:
         pytest.skip("needs root: these tests read and clean the host's firewall (iptables -S DOCKER-USER)")
+
+
+def spare_labs(count: int) -> list[Instance]:
+    """Lab numbers these tests may start beside HOME: none of their containers exists on this host (another user's
+    lab, a parallel sweep's extra labs), highest first; skip when there are not `count` of them."""
+    in_use = parallel_labs.labs_in_use() | {HOME.number}
+    free = [Instance(n) for n in range(instance.MAX_INSTANCE, -1, -1) if n not in in_use]
+    if len(free) < count:
+        pytest.skip(f"needs {count} lab numbers no container uses (in use: {sorted(in_use)})")
+    return free[:count]
 
 
 def env_for(n: Instance) -> dict[str, str]:
@@ -132,10 +142,11 @@ def take_down(n: Instance) -> None:
 
 @pytest.fixture
 def other_lab(engine: None) -> Iterator[Instance]:
+    [other] = spare_labs(1)
     try:
-        yield OTHER
+        yield other
     finally:
-        take_down(OTHER)
+        take_down(other)
 
 
 def test_compose_derives_what_quiclab_derives(engine):
@@ -213,6 +224,9 @@ def test_plain_compose_up_passes_traffic_and_down_leaves_nothing(other_lab):
     assert len(firewall_rules(n)) == 2, "the hostnet service added one rule per lab bridge"
     done = curl_every_server(n)
     assert len(done) == (10 if not optional.unavailable("sid") else 7)  # nginx, caddy, nginx-sid: h1-h3; ngtcp2: h3
+    transfers = [line.split(":", 1)[0] for line in done]  # "<server> HTTP/x", once each
+    assert len(set(transfers)) == len(transfers), transfers
+    assert healthy_s > 0
     print(f"lab {n.number}: `docker compose up -d` to healthy clients in {healthy_s:.1f} s; " + "; ".join(done))
 
     r = compose(n, "down")
@@ -296,7 +310,7 @@ def test_two_labs_at_once_and_down_of_one_leaves_the_other(other_lab):
 
 def test_a_sweep_sharded_over_two_labs_side_by_side_merges_into_the_plan(engine, tmp_path: Path):
     every = plan(presets.get("quick"))
-    labs = (OTHER, THIRD)
+    labs = tuple(spare_labs(2))
     try:
         for n in labs:
             r = quiclab(n, "up", timeout=1800)
@@ -319,7 +333,12 @@ def test_a_sweep_sharded_over_two_labs_side_by_side_merges_into_the_plan(engine,
                                                             if rec.status != "ok"]
         assert {json.loads(rec.host)["shard"] for rec in records} == {"1/2", "2/2"}
         assert manifest["status"] == "complete" and len(manifest["shards"]) == 2
-        print(f"quick sweep in 2 shards on labs {OTHER.number} and {THIRD.number} side by side: {sweep_s:.0f} s, "
+        # every planned run ran once, on one of the two labs, and has its times
+        assert len(records) == len(every) == len({rec.run_key for rec in records})
+        untimed = [rec.run_key for rec in records if not (rec.total_s and 0 < rec.total_s <= rec.wall_s)]
+        assert not untimed, f"runs without a positive transfer time within their wall time: {untimed}"
+        assert sweep_s > 0
+        print(f"quick sweep in 2 shards on labs {labs[0].number} and {labs[1].number} side by side: {sweep_s:.0f} s, "
               f"{len(records)} runs merged")
     finally:
         problems = []

@@ -101,6 +101,11 @@ def test_workflow_shards_merge_into_the_unsharded_plan(lab_up, tmp_path):
             rows = [ln for ln in summary.splitlines() if ln.startswith(f"| {label} | {method}")]
             n = str(presets.get("quick").repeats)  # every repeat, from 3 machines
             assert len(rows) == 1 and rows[0].split("|")[3].strip() == n, rows
+    # every planned run ran once (in exactly one shard) and has its times; each shard and the merge took time
+    assert len(records) == len(every) == len({rec.run_key for rec in records})
+    untimed = [rec.run_key for rec in records if not (rec.total_s and 0 < rec.total_s <= rec.wall_s)]
+    assert not untimed, f"runs without a positive transfer time within their wall time: {untimed}"
+    assert sorted(timings) == list(range(1, N + 1)) and all(t > 0 for t in timings.values()) and merge_s > 0
     print(f"shards: {', '.join(f'{i}/{N} {s:.0f} s' for i, s in timings.items())}; merge {merge_s:.1f} s")
 
     # one shard's artifact missing: the merge fails and names it

@@ -152,6 +152,8 @@ CASES = [
     scen("scenario-path", SCENARIO + "path = 'teleport@1s'\n", "'teleport@1s'"),
     case("resume-with-repeats", "sweep", "--resume", "old", "--repeats", "10", needle="--repeats"),
     case("resume-with-shaper", "sweep", "--resume", "old", "--shaper", "linkem", needle="--shaper"),
+    case("resume-with-workload", "sweep", "--resume", "old", "--workload", "page:2x1kB", needle="--workload"),
+    case("resume-with-sender-cc", "sweep", "--resume", "old", "--sender-cc", "reno", needle="--sender-cc"),
     case("resume-with-preset", "sweep", "quick", "--resume", "old", needle="--resume"),
     case("resume-not-a-sweep", "sweep", "--resume", "old", needle="'old'", files={"old/": ""}),
     case("resume-manifest-not-text", "sweep", "--resume", "old", needle="manifest.json",
