@@ -64,6 +64,7 @@ class TransferResult(BaseModel):
     # Datagrams dropped in the client container because a UDP socket's receive buffer was full during the
     # transfer: losses the endpoint made, not the link (None: the client does not report it).
     client_rcvbuf_drops: int | None = None
-    # The sender's (the server's) congestion control in force for the transfer, read back (lab/cc.py), and how known.
+    # The sender's (the server's) congestion control in force for the transfer, read back (lab/run/sender.py), and
+    # how it is known.
     cc_sender: str = ""
     cc_sender_source: str = ""

@@ -27,7 +27,7 @@ from lab.agent import ENV_AGENT
 from lab.bench import host
 from lab.config import ENV_CURL_SPARE
 from lab.errors import EnvironmentProblem
-from lab.sweep import store
+from lab.results import store
 
 SCENARIO = """
 name = "overhead-{mode}"

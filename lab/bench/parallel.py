@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lab.errors import EnvironmentProblem
+from lab.results import store
 from lab.results.verdict import judge_sweeps
-from lab.sweep import store
-from lab.sweep.reproduce import point_share
+from lab.run.reproduce import point_share
 
 PRESET = "parallel-check"
 

@@ -7,8 +7,8 @@ import typer
 
 from lab import terminal
 from lab.errors import UsageError
-from lab.sweep import presets as registry
-from lab.sweep.plan import plan, points
+from lab.plan import presets as registry
+from lab.plan.plan import plan, points
 
 COLUMNS = ["preset", "alias", "points", "runs", "description"]
 

@@ -9,9 +9,9 @@ from lab import config, terminal
 from lab.cli.compare import verdict_title, why_lines
 from lab.errors import UsageError
 from lab.results.verdict import margins_from_options, verdict_table
-from lab.sweep import parallel as parallel_labs
-from lab.sweep import reproduce as repro
-from lab.sweep import session
+from lab.run import parallel as parallel_labs
+from lab.run import reproduce as repro
+from lab.run import session
 
 
 def register(app: typer.Typer) -> None:

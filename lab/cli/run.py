@@ -8,7 +8,6 @@ import typer
 from rich.text import Text
 
 from lab import config, lab, lock, terminal
-from lab.cc import SenderControl
 from lab.endpoints import check_server, get_client, require_available
 from lab.endpoints.base import ClientAdapter
 from lab.endpoints.registry import Implementation, help_text, registry
@@ -18,8 +17,9 @@ from lab.evidence.capture import Evidence, collecting, parse_kinds
 from lab.evidence.goodput import pcap_goodput
 from lab.models import TransferResult
 from lab.protocols import Protocol, parse_protocol
+from lab.run.sender import SenderControl
+from lab.run.transfer import run_transfer, stop_clients, unsupported_result
 from lab.sizes import format_size, parse_size
-from lab.transfer import run_transfer, stop_clients, unsupported_result
 
 
 def _ms(v: float | None) -> str:

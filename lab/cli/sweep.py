@@ -10,12 +10,14 @@ from lab import config, terminal
 from lab.endpoints.registry import help_text
 from lab.errors import UsageError
 from lab.evidence.capture import parse_kinds
+from lab.plan import checks, presets, scenario, shard
+from lab.plan.plan import groups, plan
+from lab.results import store
 from lab.results.report import load_sweep
 from lab.results.stats import summarize
 from lab.results.summary import stats_table
-from lab.sweep import hostload, presets, scenario, session, shard, store
-from lab.sweep import parallel as parallel_labs
-from lab.sweep.plan import groups, plan
+from lab.run import hostload, session
+from lab.run import parallel as parallel_labs
 
 
 def _split(v: str | None) -> list[str] | None:
@@ -134,7 +136,7 @@ def register(app: typer.Typer) -> None:
             except UnicodeDecodeError:  # (store.read_manifest lets this one through)
                 raise UsageError(f"{str(resume / store.MANIFEST)!r} is not UTF-8 text: it was not written by "
                                  "`quiclab sweep`") from None
-            scenario.validate(manifest["scenario"], str(resume / store.MANIFEST))
+            checks.validate(manifest["scenario"], str(resume / store.MANIFEST))
             config.check_all()  # before the lab lock and the lab
             folder, complete = (parallel_labs.resume(resume) if manifest.get("parallel")
                                 else session.resume(resume))
@@ -149,7 +151,7 @@ def register(app: typer.Typer) -> None:
                 where = f"preset {name}"
             data = _overrides(data, repeats, protocols, sizes, seed, clients, servers, shaper, capture, workload,
                               sender_cc)
-            s = scenario.validate(data, where)
+            s = checks.validate(data, where)
             if part:
                 shard.check(part, plan(s))
             if dry_run:

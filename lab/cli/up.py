@@ -6,7 +6,7 @@ import typer
 
 from lab import config, lab, optional, terminal
 from lab.endpoints.registry import registry
-from lab.sweep import environment
+from lab.run import environment
 
 
 def register(app: typer.Typer) -> None:

@@ -1,6 +1,6 @@
 """Extra server processes beside a server's own: started in its container with PORT (and more) in the environment,
 found again by the UDP port they listen on. The qlog instance of a run (lab/evidence/capture.py) and the
-per-algorithm congestion-control instances of a sweep (lab/cc.py) are such processes."""
+per-algorithm congestion-control instances of a sweep (lab/run/sender.py) are such processes."""
 
 from __future__ import annotations
 

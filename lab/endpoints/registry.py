@@ -68,7 +68,7 @@ class QlogInstance(BaseModel):
 class CCInstances(BaseModel):
     """A server whose QUIC congestion control is chosen at start-up: one extra process per algorithm, started on
     demand by a sweep (`command` in the server's container with PORT and CC set), listening on `ports[algorithm]`,
-    kept running for the sweep and stopped at its end (lab/cc.py)."""
+    kept running for the sweep and stopped at its end (lab/run/sender.py)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -1,7 +1,7 @@
 """The sender's congestion control as a run dimension: which values exist and what a server can do with one.
 
 For a download the server is the sender, so `cc` (scenario key, `quiclab run --sender-cc`) is the *server's*
-algorithm. Sans-IO: lab/cc.py puts a resolved plan in force and reads it back.
+algorithm. Sans-IO: lab/run/sender.py puts a resolved plan in force and reads it back.
 
 - TCP: the kernel's, per network namespace: a server whose registry entry says `sender_cc.tcp = "netns"` (all of
   them: the kernel's TCP in the server's own container) runs any algorithm the kernel has.

@@ -111,7 +111,7 @@ def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: st
                server: Implementation | None = None, server_env: dict[str, str] | None = None) -> Iterator[Evidence]:
     """Capture while the block runs a transfer; the block passes `ev.client_env` to the client and fetches from
     `ev.server_port` if set. Files land in `folder` (under `root`, the folder the paths are relative to).
-    `server_env` goes to a server qlog instance (e.g. CC: the run's sender congestion control, lab/cc.py)."""
+    `server_env` goes to a server qlog instance (e.g. CC: the run's sender congestion control, lab/run/sender.py)."""
     ev = Evidence(root=root, folder=folder)
     if not kinds:
         yield ev

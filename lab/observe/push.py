@@ -14,8 +14,8 @@ from prometheus_client.exposition import delete_from_gateway, push_to_gateway
 from lab import config, terminal
 from lab.observe.exposition import Family, registry
 from lab.observe.sweep_metrics import JOB, GroupKey, SweepState
+from lab.plan.plan import PlannedRun
 from lab.results.schema import RunRecord
-from lab.sweep.plan import PlannedRun
 
 TIMEOUT_S = 1.0
 PROBE_TIMEOUT_S = 0.5

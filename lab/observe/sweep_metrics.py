@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import get_args
 
 from lab.observe.exposition import Family, number, render
+from lab.plan.plan import PlannedRun
 from lab.results.schema import RunRecord, Status
-from lab.sweep.plan import PlannedRun
 
 JOB = "quiclab_sweep"
 STATUSES: tuple[str, ...] = get_args(Status)

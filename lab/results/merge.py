@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import UsageError
+from lab.plan.checks import validate
+from lab.plan.plan import PlannedRun, plan
+from lab.plan.scenario import Scenario
+from lab.plan.shard import ShardSpec, plan_id, spec_of
+from lab.results import store
 from lab.results.report import build_report
 from lab.results.schema import RunRecord
-from lab.sweep import store
-from lab.sweep.plan import PlannedRun, plan
-from lab.sweep.scenario import Scenario, validate
-from lab.sweep.shard import ShardSpec, plan_id, spec_of
 
 #: Manifest keys that describe the plan (equal in every shard); the merged manifest takes them from the first.
 PLAN_KEYS = ("name", "preset", "scenario", "seed", "repeats", "points", "x_name", "log_y", "shaper_requested",

@@ -75,7 +75,7 @@ def build_report(folder: Path) -> list[Path]:
     from lab.results.plots import make_plots  # matplotlib takes ~2 s to import: only when a report is built
 
     plots = make_plots(records, manifest, folder / PLOTS)
-    from lab.workloads.report import build as build_workloads  # page tables and plots (lab/workloads)
+    from lab.results.workload_report import build as build_workloads  # page tables and plots (lab/workloads)
 
     extra = build_workloads(folder, records)
     if extra:

@@ -76,7 +76,7 @@ class RunRecord:
     resumed: bool | None = None       # resume/0rtt: the measured connection resumed the first one's session
     early_data: bool | None = None    # 0rtt: the request went as 0-RTT early data and was accepted
     wire_connections: int | None = None  # connections in the router's client-side capture (with --capture pcap)
-    # the sender's congestion control (downloads: the server's), read back per run from the server (lab/cc.py);
+    # the sender's congestion control (downloads: the server's), read back per run from the server (lab/run/sender.py);
     # empty for runs that did not run
     cc_sender: str = ""
     cc_sender_source: str = ""  # how it is known: netns sysctl, process command line, server default, registry claim
@@ -100,7 +100,7 @@ class RunRecord:
     probe_rtt_ms_p50: float | None = None  # ping RTT during the run (queueing delay = this - rtt_s)
     probe_rtt_ms_p95: float | None = None
     path_change: str = ""    # JSON: kind, when applied, outcome (survived | broken + reason), PATH_* frames seen
-    # the fidelity guard (lab/sweep/hostload.py): was the host, not the link, the bottleneck during the run?
+    # the fidelity guard (lab/run/hostload.py): was the host, not the link, the bottleneck during the run?
     lab_instance: int | None = None  # the lab that ran it (QUICLAB_INSTANCE; 0 = the default lab)
     cpu_busy: float | None = None    # share of the host's CPU time busy during the run (all cores; steal included)
     cpu_steal: float | None = None   # share stolen by the hypervisor

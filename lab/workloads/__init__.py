@@ -6,6 +6,7 @@
 - pages.py: the page objects on the servers' shared volume;
 - curl.py, ngtcp2.py, browser.py: what each client runs and how its output is read;
 - sessions.py: resumption and 0-RTT proven from the decrypted capture;
-- run.py: one run of a workload (the sweep runner's dispatch calls run.run_workload and run.annotate);
-- objects.py: objects.csv, the per-object side file of a sweep; report.py: page tables and plots.
+- one run of a workload is lab/run/workload.py (the runner's one dispatch), its columns the workload probe's
+  (lab/run/probes.py); objects.csv is lab/results/objects_csv.py, the page tables and plots
+  lab/results/workload_report.py.
 """

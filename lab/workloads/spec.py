@@ -115,3 +115,9 @@ def parse_workload(text: str) -> Workload:
 def check_workload(text: str) -> str:
     """Scenario dimension validator: the canonical label of a valid workload string."""
     return parse_workload(text).label()
+
+
+def handles(adapter: object, w: Workload) -> bool:
+    """Whether a run of `w` with this client adapter goes through the workload runner (else: the plain transfer).
+    Clients that cannot fetch one bare object (the browser: `bulk_as_page`) load bulk as a page of one object."""
+    return w.kind != "bulk" or bool(getattr(adapter, "bulk_as_page", False))

@@ -21,11 +21,11 @@ from lab.adverse.faults import container_state
 from lab.evidence.pcap import read_pcap
 from lab.link import linkem, shaper
 from lab.link.model import Link
+from lab.plan.checks import validate
+from lab.plan.plan import plan, timeout_for
 from lab.results.schema import RunRecord
-from lab.sweep import runner
-from lab.sweep.plan import plan, timeout_for
-from lab.sweep.runner import Context
-from lab.sweep.scenario import validate
+from lab.run import runner
+from lab.run.runner import Context
 
 from .conftest import on_quiet_host, quiclab_popen
 

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from lab import config, docker, lock
-from lab.cc import SOURCE_CLAIM, SOURCE_CMDLINE, SOURCE_NETNS, SenderControl
 from lab.endpoints import get_client
 from lab.endpoints.instances import listener
 from lab.endpoints.registry import registry
@@ -24,11 +23,13 @@ from lab.evidence import sender_view
 from lab.link import shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link
+from lab.plan.checks import validate
 from lab.protocols import Protocol
+from lab.results import store
 from lab.results.schema import RunRecord
-from lab.sweep import session, store
-from lab.sweep.scenario import validate
-from lab.transfer import run_transfer
+from lab.run import session
+from lab.run.sender import SOURCE_CLAIM, SOURCE_CMDLINE, SOURCE_NETNS, SenderControl
+from lab.run.transfer import run_transfer
 
 pytestmark = pytest.mark.lab
 

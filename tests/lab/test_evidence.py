@@ -18,7 +18,7 @@ from lab.evidence.goodput import pcap_goodput
 from lab.link import router, shaper
 from lab.link.spec import parse_link
 from lab.protocols import Protocol
-from lab.transfer import run_transfer
+from lab.run.transfer import run_transfer
 
 pytestmark = pytest.mark.lab
 

@@ -15,7 +15,7 @@ from lab.endpoints import get_client
 from lab.link import router, shaper
 from lab.link.spec import parse_link
 from lab.protocols import Protocol
-from lab.transfer import run_transfer
+from lab.run.transfer import run_transfer
 
 from .conftest import quiclab_popen
 from .probes import client

@@ -14,8 +14,8 @@ from lab import config, docker
 from lab.endpoints import check_server, get_client
 from lab.endpoints.registry import registry
 from lab.protocols import Protocol
-from lab.sweep import store
-from lab.transfer import run_transfer
+from lab.results import store
+from lab.run.transfer import run_transfer
 
 pytestmark = pytest.mark.lab
 

@@ -27,11 +27,11 @@ from lab import config, docker, hostnet, instance, lab, optional
 from lab.endpoints.registry import load
 from lab.errors import QuiclabError
 from lab.instance import Instance
+from lab.plan import presets
+from lab.plan.plan import plan
 from lab.protocols import Protocol
 from lab.results.report import load_sweep
-from lab.sweep import parallel as parallel_labs
-from lab.sweep import presets
-from lab.sweep.plan import plan
+from lab.run import parallel as parallel_labs
 
 pytestmark = pytest.mark.lab
 

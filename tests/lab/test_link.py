@@ -14,7 +14,7 @@ from lab.link import linkem, router, shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link
 from lab.protocols import Protocol
-from lab.transfer import run_transfer
+from lab.run.transfer import run_transfer
 
 from .conftest import on_quiet_host
 from .probes import capture, iface_tx, median, ping_rtts_ms, ping_timed, udp_burst

@@ -213,7 +213,7 @@ def _exported_at_rest() -> tuple[dict[str, int], str]:
 
 def test_tun_queue_drops_are_exported(clean_link):
     """The emulator's drops of the host's making (its TUN queue full) are exported per direction as the kernel
-    counts them, and read per run by the fidelity guard (lab/sweep/hostload.py: `link_host_drops`) through the lab's
+    counts them, and read per run by the fidelity guard (lab/run/hostload.py: `link_host_drops`) through the lab's
     own parser: the same totals. An overload makes some: the uplink TUN's queue cut to 2 packets (from 10000) under
     a UDP burst at 2 Gbit/s drops about half of it (measured: 46489 of 94421 in 1 s)."""
     shape()  # through linkem (its counters are what is read)

@@ -20,7 +20,7 @@ from lab.link import shaper
 from lab.link.spec import parse_link
 from lab.observe import services
 from lab.protocols import Protocol
-from lab.transfer import run_transfer
+from lab.run.transfer import run_transfer
 
 from .conftest import on_quiet_host
 

@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
+from lab.plan import presets
+from lab.plan.checks import validate
+from lab.plan.plan import plan
+from lab.plan.shard import ShardSpec
+from lab.results import store
 from lab.results.report import load_sweep
-from lab.sweep import presets, store
-from lab.sweep.plan import plan
-from lab.sweep.scenario import validate
-from lab.sweep.shard import ShardSpec
 from tests import workflows as wf
 from tests.lab.test_sweep import quiclab
 

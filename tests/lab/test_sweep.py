@@ -15,9 +15,9 @@ import pytest
 from lab import agent, config, docker, lab
 from lab.link import linkem
 from lab.link.model import Link
-from lab.sweep import store
-from lab.sweep.plan import plan
-from lab.sweep.scenario import validate
+from lab.plan.checks import validate
+from lab.plan.plan import plan
+from lab.results import store
 
 from .conftest import quiclab_popen
 

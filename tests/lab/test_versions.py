@@ -17,8 +17,9 @@ from lab import agent, config, docker
 from lab.endpoints import check_server, get_client
 from lab.evidence.capture import collecting
 from lab.protocols import Protocol
-from lab.sweep import environment, store
-from lab.transfer import run_transfer, stop_clients
+from lab.results import store
+from lab.run import environment
+from lab.run.transfer import run_transfer, stop_clients
 from tests.lab.parts import require_part
 
 pytestmark = pytest.mark.lab
@@ -128,10 +129,10 @@ def _curls(container: str) -> int:
 def test_stop_clients_stops_a_transfer_in_the_second_client_container(clean_link, monkeypatch):
     """After Ctrl-C the lab stops every client's processes in that client's container, not only quiclab-client's.
     (stop_clients() sees only curl 8.23's registry entry here: the shared lab's other clients may be busy.)"""
-    import lab.transfer
+    import lab.run.transfer
     from lab.endpoints.registry import Registry, registry
 
-    monkeypatch.setattr(lab.transfer, "registry", lambda: Registry({"curl-sid": registry().client("curl-sid")}))
+    monkeypatch.setattr(lab.run.transfer, "registry", lambda: Registry({"curl-sid": registry().client("curl-sid")}))
     container = get_client("curl-sid").container
     server = check_server("nginx-sid")
     agent.close_all()  # this process's own client agents may keep a curl started for their next fetch: not counted

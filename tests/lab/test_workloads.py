@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from lab.results import objects_csv as objects_file
 from lab.results.schema import RunRecord, read_runs
-from lab.workloads import objects as objects_file
 from tests.lab.parts import require_part
 
 pytestmark = pytest.mark.lab

@@ -15,8 +15,8 @@ from lab.adverse.spec import parse_competing, parse_fault, parse_faults, parse_p
 from lab.errors import UsageError
 from lab.evidence.pcap import Packet
 from lab.link.spec import parse_link
-from lab.sweep.plan import points
-from lab.sweep.scenario import validate
+from lab.plan.checks import validate
+from lab.plan.plan import points
 
 
 def test_fault_forms():

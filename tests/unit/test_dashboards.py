@@ -20,9 +20,9 @@ from lab.observe import push
 from lab.observe.exposition import Family, number, render
 from lab.observe.push import Publisher, Pushgateway
 from lab.observe.sweep_metrics import SweepState
+from lab.plan.plan import plan
+from lab.plan.presets import get
 from lab.results.schema import RunRecord
-from lab.sweep.plan import plan
-from lab.sweep.presets import get
 
 DASH_DIR = config.ROOT / "dashboards" / "json"
 PROVISIONED = config.ROOT / "dashboards" / "provisioning" / "datasources" / "prometheus.yaml"

@@ -1,6 +1,6 @@
 """Host checks that do not need the lab: UDP buffer sizes for QUIC."""
 
-from lab.sweep import environment
+from lab.run import environment
 
 
 def test_small_udp_buffers_are_named(monkeypatch):

@@ -69,7 +69,7 @@ def test_a_sweep_without_captures_says_how_to_get_them(sweep, capsys):
 def test_a_complete_sweep_explains_its_captured_runs_at_its_end(sweep: Path) -> None:
     from lab.explain import folder as explain_folder
     from lab.explain.model import EXPLAIN_JSON
-    from lab.sweep import store
+    from lab.results import store
 
     records = store.load_runs(sweep)
     line = explain_folder.after_sweep(sweep, records, lambda pcap, keylog: pcap.with_suffix(".tsv").read_text())
@@ -81,7 +81,7 @@ def test_a_complete_sweep_explains_its_captured_runs_at_its_end(sweep: Path) -> 
 def test_a_failure_to_explain_at_a_sweeps_end_loses_nothing_and_says_how_to_explain_later(sweep: Path) -> None:
     from lab.errors import EnvironmentProblem
     from lab.explain import folder as explain_folder
-    from lab.sweep import store
+    from lab.results import store
 
     def broken(pcap: Path, keylog: Path | None) -> str:
         raise EnvironmentProblem("the router is not running")

@@ -8,7 +8,7 @@ import pytest
 import typer
 
 import lab.cli as cli
-from lab.sweep import runner
+from lab.run import runner
 
 
 @pytest.fixture(autouse=True)

@@ -223,7 +223,7 @@ def test_a_run_disturbed_by_another_command_is_the_labs_failure(monkeypatch: pyt
     from lab.link.model import Link
     from lab.link.spec import parse_link
     from lab.protocols import Protocol
-    from lab.sweep import probes
+    from lab.run import probes
 
     mine = parse_link({"rtt": "40ms", "loss": "2%"})
     before = parse_linkem(METRICS)

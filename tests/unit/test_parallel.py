@@ -1,4 +1,4 @@
-"""Issue 24 without a lab: the fidelity guard's arithmetic and verdicts (lab/sweep/hostload.py), `--parallel`'s
+"""Issue 24 without a lab: the fidelity guard's arithmetic and verdicts (lab/run/hostload.py), `--parallel`'s
 values and the auto rule, the groups a lab is handed, lab numbers picked beside labs in use, and the guard's
 repeat-and-set-aside in runner.run_all; bad values exit 2 with one line naming them."""
 
@@ -12,10 +12,10 @@ import pytest
 
 from lab import config
 from lab.errors import UsageError
+from lab.plan.checks import validate
+from lab.plan.plan import plan
 from lab.results.schema import RunRecord
-from lab.sweep import hostload, parallel, runner
-from lab.sweep.plan import plan
-from lab.sweep.scenario import validate
+from lab.run import hostload, parallel, runner
 from tests.unit.test_stats import make_record
 
 STAT = "cpu  {user} 0 {system} {idle} {iowait} 0 0 {steal} 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\nintr 12345\n"

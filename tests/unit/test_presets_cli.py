@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from lab.cli import app
 from lab.errors import UsageError
-from lab.sweep import presets as registry
+from lab.plan import presets as registry
 
 NAMES = registry.names()
 FIELDS = ["name", "alias", "points", "runs", "description"]

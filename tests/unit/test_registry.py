@@ -11,14 +11,14 @@ from lab.endpoints.ngtcp2 import Ngtcp2Client
 from lab.endpoints.registry import REGISTRY_FILE, UNSUPPORTED_EXIT, load, parse, registry
 from lab.errors import UsageError
 from lab.models import TransferRequest
+from lab.plan.checks import validate
+from lab.plan.plan import plan
 from lab.protocols import Protocol
 from lab.results.schema import Status
 from lab.results.stats import summarize
 from lab.results.summary import stats_table
-from lab.sweep import runner
-from lab.sweep.plan import plan
-from lab.sweep.scenario import validate
-from lab.transfer import run_transfer
+from lab.run import runner
+from lab.run.transfer import run_transfer
 
 DATA = tomllib.loads(REGISTRY_FILE.read_text())
 
@@ -226,7 +226,7 @@ def test_run_transfer_does_not_run_an_unsupported_combination():
 
 
 def test_support_is_decided_once_per_run_before_anything_runs():
-    from lab.sweep.support import why_unsupported
+    from lab.plan.support import why_unsupported
 
     def first(doc):
         return plan(validate({"name": "s", "repeats": 1, "sizes": ["100kB"], **doc}, "test"))
@@ -285,7 +285,7 @@ def test_run_records_have_the_registry_cc():
 
 def test_summary_lists_the_implementations_and_old_manifests_still_resume():
     from lab.results.summary import implementations_table, summary_markdown
-    from lab.sweep.session import cc_by_implementation as _cc
+    from lab.run.session import cc_by_implementation as _cc
 
     manifest = {"implementations": {
         "gtlsclient": {"role": "client", "protocols": ["h3"], "version": "ngtcp2-client 1.11.0-1",

@@ -16,12 +16,12 @@ import pytest
 from typer.testing import CliRunner
 
 from lab import config, lab
-from lab.adverse import check
 from lab.cli import app
 from lab.endpoints.registry import REGISTRY_FILE, Registry, help_text, load, parse, registry
 from lab.errors import UsageError
+from lab.plan import checks as check
 from lab.protocols import Protocol
-from lab.sweep import environment
+from lab.run import environment
 
 registry_module = importlib.import_module("lab.endpoints.registry")  # (lab.endpoints.registry is also a function)
 LAB = Path(lab.__file__).resolve().parent

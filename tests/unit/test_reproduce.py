@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from lab.errors import UsageError
+from lab.plan import presets, shard
+from lab.plan.checks import validate
+from lab.plan.plan import plan
 from lab.results.schema import csv_text
 from lab.results.verdict import Margins
-from lab.sweep import presets, reproduce, shard
-from lab.sweep.plan import plan
-from lab.sweep.scenario import validate
+from lab.run import reproduce
 from tests.unit.test_stats import make_record
 
 

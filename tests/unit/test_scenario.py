@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from lab.errors import UsageError
-from lab.sweep import presets
-from lab.sweep.plan import link_seed, plan, points, timeout_for
-from lab.sweep.scenario import closest, load, unknown_names, validate
+from lab.plan import presets
+from lab.plan.checks import load, validate
+from lab.plan.plan import link_seed, plan, points, timeout_for
+from lab.plan.scenario import closest, unknown_names
 
 
 def scen(**kw):
@@ -138,7 +139,7 @@ def test_sweep_cli_bad_scenario_file(tmp_path: Path):
 def test_one_shaper_per_sweep(monkeypatch):
     """auto never mixes netem and linkem inside one sweep: a point netem cannot emulate puts every point on linkem."""
     from lab.link import router
-    from lab.sweep import session
+    from lab.run import session
 
     monkeypatch.setattr(router, "has_netem", lambda: True)
     plain = validate({"name": "t", "sweep": {"loss": ["0%", "1%"]}}, "t")

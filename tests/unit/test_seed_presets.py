@@ -11,8 +11,8 @@ import tomllib
 
 import pytest
 
-from lab.sweep import presets
-from lab.sweep.plan import plan, points
+from lab.plan import presets
+from lab.plan.plan import plan, points
 
 #: seed file -> the name prefixes of the presets that follow it (../shared/seeds/README.md)
 SEEDS = {"000": ("connectify",), "001": ("yu",), "002": ("kth",), "003": ("survey", "jitter"), "004": ("bolina",)}

@@ -10,10 +10,10 @@ import pytest
 from lab.endpoints.registry import parse, registry
 from lab.endpoints.sender_cc import NATIVE, claims_reno, parse_cc, resolve
 from lab.errors import UsageError
+from lab.plan.checks import validate
+from lab.plan.plan import plan, points
 from lab.protocols import Protocol
-from lab.sweep import runner
-from lab.sweep.plan import plan, points
-from lab.sweep.scenario import validate
+from lab.run import runner
 
 
 @pytest.mark.parametrize(("text", "value"), [
@@ -164,14 +164,14 @@ def test_pairs_restrict_the_client_server_product() -> None:
 
 @pytest.mark.parametrize("preset", ["validate-reno", "bolina", "yu"])
 def test_the_cc_and_seed_presets_are_valid(preset: str) -> None:
-    from lab.sweep import presets
+    from lab.plan import presets
 
     s = presets.get(preset)
     assert plan(s)
 
 
 def test_validate_reno_runs_reno_senders_only_where_they_can_be_set() -> None:
-    from lab.sweep import presets
+    from lab.plan import presets
 
     s = presets.get("validate-reno")
     runs = plan(s)

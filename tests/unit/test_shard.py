@@ -14,11 +14,13 @@ import pytest
 
 from lab.cli import main
 from lab.errors import UsageError
+from lab.plan import shard
+from lab.plan.checks import validate
+from lab.plan.plan import PlannedRun, groups, plan
+from lab.plan.scenario import Scenario
+from lab.results import store
 from lab.results.merge import merge
 from lab.results.schema import RunRecord
-from lab.sweep import shard, store
-from lab.sweep.plan import PlannedRun, groups, plan
-from lab.sweep.scenario import Scenario, validate
 
 SCENARIOS = {
     "quick": {"name": "quick", "repeats": 3, "sweep": {"loss": ["0%", "1%"]}},

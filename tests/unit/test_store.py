@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from lab.plan.checks import validate
+from lab.plan.plan import plan
+from lab.results import store
 from lab.results.schema import RunRecord
-from lab.sweep import store
-from lab.sweep.plan import plan
-from lab.sweep.scenario import validate
 
 
 def record(key: str, status: str = "ok") -> RunRecord:

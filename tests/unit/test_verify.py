@@ -1,6 +1,6 @@
 from lab.models import ClientReport, TransferRequest
 from lab.protocols import Protocol
-from lab.transfer import verify
+from lab.run.transfer import verify
 
 SHA = "cd" * 32
 

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
+from lab.results import objects_csv as objects_file
+from lab.results import workload_report as report
 from lab.results.schema import RunRecord, csv_text
-from lab.workloads import objects as objects_file
-from lab.workloads import report
 from lab.workloads.result import ObjectTiming
 
 

@@ -166,8 +166,8 @@ def test_sessions_need_two_handshakes():
 
 
 def test_workload_is_a_scenario_dimension_default_or_swept():
-    from lab.sweep.plan import plan, points, timeout_for
-    from lab.sweep.scenario import validate
+    from lab.plan.checks import validate
+    from lab.plan.plan import plan, points, timeout_for
 
     s = validate({"name": "w", "protocols": ["h2"], "repeats": 1, "link": {"rate": "20mbit", "rtt": "40ms"},
                   "sweep": {"workload": ["page:50x20kB", "bulk"], "loss": ["0%", "1%"]}}, "test")

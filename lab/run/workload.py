@@ -1,12 +1,12 @@
-"""One run of a workload, for the sweep runner's one dispatch point (lab/sweep/runner.py execute()):
+"""One run of a workload, for the sweep runner's one dispatch point (lab/run/runner.py execute()):
 
     w = workload_of(run.point)
     kinds = capture_kinds(w, ctx.capture)                      # resume/0rtt always capture pcap + keylog
     result = run_workload(...) if handles(adapter, w) else run_transfer(...)   # bulk: today's transfer
 
-Whether a client can run a workload is decided once per run before anything runs (`unsupported`, called by
-lab/sweep/support.py); the workload's columns, objects.csv and the resume/0rtt proof are the workload probe's
-(lab/sweep/probes.py WorkloadColumns, with `wire_connections` and `prove_sessions` here).
+Whether a client can run a workload is decided once per run before anything runs (lab/plan/support.py); the
+workload's columns, objects.csv and the resume/0rtt proof are the workload probe's (lab/run/probes.py
+WorkloadColumns, with `wire_connections` and `prove_sessions` here).
 
 run_workload returns a WorkloadRun: a TransferResult (so the runner records it like a transfer: total_s is the
 workload's time, goodput the bits of all objects over it, sha256_ok that every object's hash matched) with the
@@ -29,9 +29,9 @@ from lab.errors import EnvironmentProblem
 from lab.evidence import pcap
 from lab.evidence.capture import Evidence
 from lab.models import TransferResult
+from lab.plan.plan import Point
 from lab.protocols import Protocol
-from lab.sweep.plan import Point
-from lab.transfer import EXEC_MARGIN_S, unsupported_result
+from lab.run.transfer import EXEC_MARGIN_S, unsupported_result
 from lab.workloads import pages, sessions
 from lab.workloads.result import ObjectTiming, WorkloadResult, verify_objects
 from lab.workloads.spec import Workload, parse_workload
@@ -52,29 +52,12 @@ def workload_of(point: Point) -> Workload:
     return parse_workload(point.settings.get("workload", "bulk"))
 
 
-def handles(adapter: ClientAdapter, w: Workload) -> bool:
-    """Whether this run goes through run_workload (else: today's run_transfer). Clients that cannot fetch one
-    bare object (the browser) load bulk as a page of one object."""
-    return w.kind != "bulk" or bool(getattr(adapter, "bulk_as_page", False))
-
-
 def capture_kinds(w: Workload, asked: tuple[str, ...]) -> tuple[str, ...]:
     """What to capture for the run: resume/0rtt are proven from the decrypted capture, so they always get pcap
     and keylog (in the capture module's order)."""
     if not w.sessions:
         return asked
     return tuple(k for k in ("pcap", "keylog", "qlog") if k in {*asked, "pcap", "keylog"})
-
-
-def unsupported(adapter: ClientAdapter, w: Workload, protocol: Protocol) -> str:
-    """Why this client cannot run this workload over this protocol ("" if it can). Asked once per run, by the
-    plan's support check (lab/sweep/support.py), before anything runs."""
-    if not handles(adapter, w):
-        return ""
-    kind = "page" if w.kind == "bulk" else w.kind
-    if kind not in registry().client(adapter.name).workloads:
-        return f"{adapter.name} does not run {kind} workloads"
-    return str(getattr(adapter, "workload_unsupported", lambda *_: "")(w, protocol) or "")
 
 
 def _unsupported(adapter: ClientAdapter, server: str, protocol: Protocol, w: Workload, size: int,

@@ -16,10 +16,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from lab.errors import UsageError
+from lab.plan import presets, shard
+from lab.plan.checks import validate
+from lab.plan.plan import plan
+from lab.plan.scenario import Scenario
+from lab.results import store
 from lab.results.verdict import Judgement, Margins, judge_sweeps, verdict_table
-from lab.sweep import environment, presets, shard, store
-from lab.sweep.plan import plan
-from lab.sweep.scenario import Scenario, validate
+from lab.run import environment
 
 REPORT_MD = "reproduce.md"
 REPORT_JSON = "reproduce.json"

@@ -29,7 +29,7 @@ def run_transfer(client: ClientAdapter, server: str, protocol: Protocol, size: i
                  timeout_s: float, cc: str | None = None, env: dict[str, str] | None = None,
                  port: int | None = None) -> TransferResult:
     """One transfer of a `size`-byte object from `server`. Whether the combination can run at all is the caller's
-    question, asked once (a sweep: lab/sweep/support.py; `quiclab run`: lab/cli/run.py)."""
+    question, asked once (a sweep: lab/plan/support.py; `quiclab run`: lab/cli/run.py)."""
     target = check_server(server)
     expected_sha = objects.ensure(size)
     request = TransferRequest(protocol=protocol, size=size, url=target.url(objects.path_for(size), port),

@@ -18,9 +18,9 @@ from lab.adverse.spec import parse_faults
 from lab.link.model import Link
 from lab.link.spec import parse_link
 from lab.link.units import parse_duration, parse_percent, parse_rate
+from lab.plan.scenario import DIMENSIONS, OFF, Scenario, runs_pair
 from lab.protocols import Protocol
 from lab.sizes import parse_size
-from lab.sweep.scenario import DIMENSIONS, OFF, Scenario, runs_pair
 from lab.workloads.spec import parse_workload
 
 _X = {  # swept key -> (x_name, numeric value of a setting)

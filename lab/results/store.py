@@ -17,7 +17,7 @@ from lab.results.schema import COLUMNS, RunRecord, read_runs, to_row
 
 RUNS = "runs.csv"
 MANIFEST = "manifest.json"
-HOST_BOUND = "host-bound.csv"  # attempts the fidelity guard set aside (lab/sweep/hostload.py): never results
+HOST_BOUND = "host-bound.csv"  # attempts the fidelity guard set aside (lab/run/hostload.py): never results
 
 
 def new_folder(results_dir: Path, name: str) -> Path:

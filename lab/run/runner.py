@@ -24,7 +24,6 @@ from typing import Any, Literal
 
 from lab import config, objects
 from lab.adverse import run as adverse
-from lab.cc import SenderControl
 from lab.endpoints import get_client, sender_cc
 from lab.endpoints.registry import registry
 from lab.errors import EnvironmentFailure, QuiclabError, UsageError
@@ -32,16 +31,18 @@ from lab.evidence import capture
 from lab.link import linkem, router, shaper
 from lab.link.model import Link
 from lab.models import TransferResult
+from lab.plan.plan import PlannedRun
+from lab.plan.support import why_unsupported
 from lab.protocols import Protocol
 from lab.results.schema import RunRecord
+from lab.results.store import RunLog
+from lab.run import hostload
+from lab.run import workload as workloads
+from lab.run.probes import RunContext, probes
+from lab.run.sender import SenderControl
+from lab.run.transfer import run_transfer, stop_clients
 from lab.signals import Stops, deferred_interrupt
-from lab.sweep import hostload
-from lab.sweep.plan import PlannedRun
-from lab.sweep.probes import RunContext, probes
-from lab.sweep.store import RunLog
-from lab.sweep.support import why_unsupported
-from lab.transfer import run_transfer, stop_clients
-from lab.workloads import run as workloads
+from lab.workloads.spec import handles
 
 CURL_TIMEOUT_EXIT = 28
 
@@ -59,7 +60,7 @@ class Context:
     # the caller itself sends other traffic across the link during runs (a lab test's probe): then the per-run
     # check that nobody else used the link looks at the link's settings only
     other_traffic: bool = False
-    # the fidelity guard (lab/sweep/hostload.py): a host-bound run is run again (repeat), only flagged, or not judged
+    # the fidelity guard (lab/run/hostload.py): a host-bound run is run again (repeat), only flagged, or not judged
     host_guard: str = "repeat"
     host_bound_log: Callable[[RunRecord], None] = lambda _rec: None  # where flagged attempts go (not results)
 
@@ -170,7 +171,7 @@ def _run_with_probes(rc: RunContext, ctx: Context) -> tuple[TransferResult, Colu
             env = {**ev.client_env, **adv.client_env}
             for p in each:
                 p.before(rc)
-            if workloads.handles(adapter, w):  # the one dispatch: bulk -> run_transfer, others -> lab/workloads
+            if handles(adapter, w):  # the one dispatch: bulk -> run_transfer, others -> lab/workloads
                 result: TransferResult = workloads.run_workload(
                     adapter, run.server, run.protocol, w, run.point.size, timeout, cc=ctx.quic_cc.get(run.client),
                     env=env, port=rc.port)
@@ -259,7 +260,8 @@ def run_all(runs: list[PlannedRun], ctx: Context, log: RunLog, on_done: Callable
                 seen = stops.count
                 try:
                     load_before = hostload.sample()
-                    rec, host_bound = _judge_host(execute(run, ctx), hostload.between(load_before, hostload.sample()), ctx)
+                    rec = execute(run, ctx)
+                    rec, host_bound = _judge_host(rec, hostload.between(load_before, hostload.sample()), ctx)
                 except KeyboardInterrupt:
                     return Finish("interrupted")
                 except EnvironmentFailure as e:

@@ -1,6 +1,6 @@
 """objects.csv: the per-object times of a sweep's multi-object runs (one row per object), beside runs.csv.
 
-Written like runs.csv (appended and fsynced per run, lab/sweep/store.py's discipline), before the run's own row.
+Written like runs.csv (appended and fsynced per run, lab/results/store.py's discipline), before the run's own row.
 Rows are keyed by (run_key, started_at): a run that was interrupted after its objects were written, and run again
 on resume, leaves rows whose key matches no row of runs.csv; readers keep only rows that match a recorded run
 (`read` does)."""

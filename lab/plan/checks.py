@@ -1,13 +1,17 @@
-"""Checks of a scenario's adverse conditions that need its points (links, timeouts, clients): one line, exit 2."""
+"""A scenario's whole validation: its fields (lab/plan/scenario.py), then the checks that need its points (links,
+timeouts, clients) of its adverse conditions; every problem one line, exit 2."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 from lab.adverse.spec import parse_competing, parse_faults, parse_path
 from lab.endpoints.registry import registry
 from lab.errors import UsageError
+from lab.plan.plan import points, timeout_for
+from lab.plan.scenario import Scenario, read, validate_fields, warn_deprecated
 from lab.protocols import Protocol
-from lab.sweep.plan import points, timeout_for
-from lab.sweep.scenario import Scenario
 
 
 def migrating_clients() -> frozenset[str]:
@@ -59,3 +63,16 @@ def unsupported(settings: dict[str, str], client: str, protocol: Protocol) -> st
                 f"{', '.join(sorted(migrating)) or '(no registered client)'} over h3 can (use rebind or readdr for "
                 "every client)")
     return None
+
+
+def validate(data: dict[str, Any], where: str) -> Scenario:
+    """Check everything that can be checked without the lab (see validate_fields), then the points' checks."""
+    s = validate_fields(data, where)
+    check_scenario(s, where)  # (needs a valid scenario: its points)
+    warn_deprecated(data, where)
+    return s
+
+
+def load(path: Path) -> Scenario:
+    """A scenario file, validated."""
+    return validate(read(path), str(path))

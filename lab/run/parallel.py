@@ -9,7 +9,7 @@ always run on one lab, and the plan's shuffled order is served to whichever lab 
 across labs, and no lab idles while another has a backlog. The worker sends each finished record back; the
 coordinator writes the one ordinary sweep folder (runs.csv, every run tagged with its `lab_instance`; the
 manifest lists each lab's facts). A group a lab could not finish (its lab failed, Ctrl-C) is not recorded and goes
-back to the queue. Every run passes the fidelity guard (lab/sweep/hostload.py), so a host that became the
+back to the queue. Every run passes the fidelity guard (lab/run/hostload.py), so a host that became the
 bottleneck never silently changes a result.
 
 `--parallel auto` picks N = min(2 x cores, cores x AUTO_BUDGET_BPS / the plan's highest link rate, the plan's
@@ -44,11 +44,14 @@ from lab.explain import tshark
 from lab.link import shaper
 from lab.link.model import Link
 from lab.observe.push import Publisher
+from lab.plan import shard
+from lab.plan.checks import validate
+from lab.plan.plan import PlannedRun, groups, plan, timeout_for
+from lab.plan.scenario import Scenario
+from lab.results import store
 from lab.results.report import build_report
 from lab.results.schema import RunRecord, from_row, to_row
-from lab.sweep import runner, session, shard, store
-from lab.sweep.plan import PlannedRun, groups, plan, timeout_for
-from lab.sweep.scenario import Scenario, validate
+from lab.run import runner, session
 
 MAX_LABS = instance.MAX_INSTANCE + 1
 AUTO_BUDGET_BPS = 50e6  # emulated link rate per core that `auto` plans for (see the docstring)
@@ -181,7 +184,7 @@ def worker(folder: Path) -> int:
                         outcome = finish.outcome
                         break
             finally:
-                with runner.held_signals():
+                with signals.held_signals():
                     ctx.sender.close()
                     if outcome == "complete":
                         with contextlib.suppress(QuiclabError):
@@ -189,7 +192,7 @@ def worker(folder: Path) -> int:
                     else:
                         runner.stop_everything()
     except KeyboardInterrupt:
-        with runner.held_signals():
+        with signals.held_signals():
             runner.stop_everything()
         channel.send(finish="interrupted", error="")
         return 130
@@ -468,13 +471,13 @@ def _run(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Planned
                     t.join(timeout=0.2)
         except KeyboardInterrupt:
             interrupted = True
-            with runner.held_signals():
+            with signals.held_signals():
                 shared.stopping.set()
                 _stop_workers(labs)
                 for t in threads:
                     t.join(timeout=120)
         finally:
-            with runner.held_signals():  # the sweep's end is written whole, whatever arrives (or fails) meanwhile
+            with signals.held_signals():  # the sweep's end is written whole, whatever arrives (or fails) meanwhile
                 log.close()
                 aside.close()
                 down_problems = _take_down([lab_ for lab_ in labs[1:] if not lab_.down])

@@ -2,7 +2,7 @@
 
 A probe owns its columns of runs.csv (lab/results/schema.py) and any files it writes; the runner calls every probe
 at the same moments and builds the run's RunRecord once, after the run, from the run's identity, its outcome and
-the probes' columns (lab/sweep/runner.py `execute`):
+the probes' columns (lab/run/runner.py `execute`):
 
     before(rc)            just before the transfer (the link set, captures and adverse conditions running)
     after(rc)             just after the transfer, still inside the adverse conditions (nothing else ran since)
@@ -27,7 +27,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from lab.adverse.run import Conditions
-from lab.cc import Prepared, SenderControl
 from lab.endpoints.registry import Implementation
 from lab.errors import EnvironmentFailure, QuiclabError
 from lab.evidence import capture, sender_view
@@ -35,11 +34,12 @@ from lab.evidence.goodput import pcap_goodput
 from lab.link import counters, linkem, router
 from lab.link.model import Link
 from lab.models import TransferResult
+from lab.plan.plan import PlannedRun
 from lab.protocols import Protocol
-from lab.sweep.plan import PlannedRun
-from lab.workloads import objects
-from lab.workloads import run as workloads
-from lab.workloads.run import WorkloadRun
+from lab.results import objects_csv as objects
+from lab.run import workload as workloads
+from lab.run.sender import Prepared, SenderControl
+from lab.run.workload import WorkloadRun
 from lab.workloads.spec import Workload
 
 

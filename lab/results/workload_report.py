@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
+from lab.results import objects_csv as objects_file
+from lab.results.objects_csv import ObjectRow
 from lab.results.schema import RunRecord
 from lab.results.stats import Dist, group_records, method_label, summarize
 from lab.results.summary import EN, NA, fmt_ci, fmt_est, fmt_level, md_table, sig3
-from lab.workloads import objects as objects_file
-from lab.workloads.objects import ObjectRow
 
 WORKLOADS_MD = "workloads.md"
 _X = {"loss": ("loss (%)", "loss_pct"), "rtt": ("RTT (ms)", "rtt_ms"), "rate": ("bandwidth (Mbit/s)", "rate_mbit"),

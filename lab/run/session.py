@@ -11,7 +11,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from lab import config, lab, lock, terminal
+from lab import config, lab, lock, signals, terminal
 from lab.endpoints import require_available
 from lab.errors import QuiclabError
 from lab.explain import folder as explain_folder
@@ -19,12 +19,15 @@ from lab.explain import tshark
 from lab.link import calibrate, linkem, napi, shaper
 from lab.link.model import Link
 from lab.observe.push import Publisher
+from lab.plan import shard
+from lab.plan.checks import validate
+from lab.plan.plan import PlannedRun, plan, points, timeout_for
+from lab.plan.scenario import Scenario, runs_pair
+from lab.results import store
 from lab.results.report import build_report
 from lab.results.schema import RunRecord
-from lab.sweep import environment, runner, shard, startup_cache, store
-from lab.sweep.plan import PlannedRun, plan, points, timeout_for
-from lab.sweep.runner import Context
-from lab.sweep.scenario import Scenario, runs_pair, validate
+from lab.run import environment, runner, startup_cache
+from lab.run.runner import Context
 
 
 def now() -> str:
@@ -87,7 +90,7 @@ def execute(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Plan
     except KeyboardInterrupt:
         finish = runner.Finish("interrupted")
     finally:
-        with runner.held_signals():  # the sweep's end is written whole, whatever arrives meanwhile
+        with signals.held_signals():  # the sweep's end is written whole, whatever arrives meanwhile
             ctx.sender.close()  # per-algorithm server instances stopped, server namespaces back to native
             live.finish(finish.outcome == "complete")
             if finish.outcome != "complete":
@@ -174,7 +177,7 @@ def resume(folder: Path) -> tuple[Path, bool]:
 def _mark_interrupted(folder: Path) -> None:
     """Ctrl-C outside the runs (start-up, resume bookkeeping): the folder says so, nothing runs on, the link is
     unimpaired."""
-    with runner.held_signals():
+    with signals.held_signals():
         with contextlib.suppress(QuiclabError, OSError):
             manifest = store.read_manifest(folder)
             manifest.update(status="interrupted", finished_at=now())

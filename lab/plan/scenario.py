@@ -232,10 +232,11 @@ def _dotted(at: str, name: str) -> str:
     return f"{at}.{name}" if at else name
 
 
-def validate(data: dict[str, Any], where: str) -> Scenario:
-    """Check everything that can be checked without the lab. Every problem is found, not just the first: unknown
-    tables and keys (with the nearest valid name), missing keys, wrong types and values; all of them are raised
-    together as one UsageError of one line naming each bad key or value."""
+def validate_fields(data: dict[str, Any], where: str) -> Scenario:
+    """Check every field without the lab and without expanding the points. Every problem is found, not just the
+    first: unknown tables and keys (with the nearest valid name), missing keys, wrong types and values; all of them
+    are raised together as one UsageError of one line naming each bad key or value. The checks that need the
+    points come right after (lab/plan/checks.py `validate`, what callers use)."""
     if not isinstance(data, Mapping):
         raise UsageError(f"{where}: expected a table of scenario keys, got {type(data).__name__}")
     problems = Problems()
@@ -247,10 +248,6 @@ def validate(data: dict[str, Any], where: str) -> Scenario:
     if (e := problems.error(where)) is not None:
         raise e
     assert s is not None  # (no problems: the model validated)
-    from lab.adverse.check import check_scenario  # (lazy: it plans the points, and the planner imports this module)
-
-    check_scenario(s, where)  # (needs a valid scenario: its points)
-    _warn_deprecated(data, where)
     return s
 
 
@@ -446,7 +443,7 @@ def _emulable(backend: str, common: dict[str, Any], down: dict[str, Any], up: di
     shaper.check(backend, parse_link(common, down, up))
 
 
-def _warn_deprecated(data: Mapping[str, Any], where: str) -> None:
+def warn_deprecated(data: Mapping[str, Any], where: str) -> None:
     for old, new in DEPRECATED_KEYS.items():
         if old in data:
             terminal.warning(f"{where}: {old} is deprecated, use {new} (the client's QUIC congestion control; "
@@ -465,5 +462,3 @@ def read(path: Path) -> dict[str, Any]:
         raise UsageError(f"scenario {str(path)!r} is not valid TOML: {e}") from None
 
 
-def load(path: Path) -> Scenario:
-    return validate(read(path), str(path))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.errors import UsageError
-from lab.sweep.scenario import Scenario, load
+from lab.plan.checks import load
+from lab.plan.scenario import Scenario
 
 PRESET_DIR = Path(__file__).parent / "presets"
 #: Short names used by `just sweep NAME`.

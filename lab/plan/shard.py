@@ -1,6 +1,6 @@
 """Sharded sweeps: one plan split over machines (`quiclab sweep ... --shard i/N`), put together by `quiclab merge`.
 
-A shard runs a slice of exactly the plan the unsharded sweep would run (lab/sweep/plan.py `shard`): same run keys,
+A shard runs a slice of exactly the plan the unsharded sweep would run (lab/plan/plan.py `shard`): same run keys,
 seeds and order numbers, whole (point, repeat) groups so paired comparisons stay on one machine. Its manifest
 records the plan's identity (a hash of the validated scenario, its seed and the planned runs), the shard, and the
 facts of the machine it ran on, so a merge can check that the shards belong together.
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import UsageError
-from lab.sweep.plan import PlannedRun, groups, shard
-from lab.sweep.scenario import Scenario
+from lab.plan.plan import PlannedRun, groups, shard
+from lab.plan.scenario import Scenario
 
 _SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 _ALLOWED = "i/N: shard i of N, 1 <= i <= N (e.g. 2/3)"

@@ -1,0 +1,1 @@
+"""What to run: scenarios, their validation and plans, shards, presets, and whether a run can run here."""

@@ -1,0 +1,48 @@
+"""The per-run probes (lab/run/probes.py): each owns its columns, once; the record is built from them."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+from lab.adverse.run import Conditions
+from lab.link.counters import parse_linkem
+from lab.results.schema import COLUMNS, RunRecord
+from lab.run import probes
+from lab.run.runner import identity, not_run
+from tests.unit.test_loss_response import METRICS
+
+
+def test_every_probe_column_is_a_runs_csv_column_owned_by_one_probe():
+    assert set(probes.PROBE_COLUMNS) <= set(COLUMNS)
+    assert len(probes.PROBE_COLUMNS) == len(set(probes.PROBE_COLUMNS))
+    assert [type(p) for p in probes.probes()] == [probes.LinkCounters, probes.SenderCC, probes.PcapGoodput,
+                                                  probes.SenderResponse, probes.WorkloadColumns, probes.AdverseEvents]
+
+
+def test_link_counters_give_their_columns_only_and_none_without_counters():
+    before = parse_linkem(METRICS)
+    after = parse_linkem(METRICS.replace('"tcp"} 100\n', '"tcp"} 300\n'))
+    p = probes.LinkCounters(start=before, end=after)
+    rc = SimpleNamespace(result=None, run=SimpleNamespace(point=SimpleNamespace(size=1000)), size=1000)
+    cols = p.columns(rc, {})  # type: ignore[arg-type]
+    assert set(cols) <= set(probes.LinkCounters.COLUMNS) and cols["link_down_sent_pkts"] is not None
+    assert cols["wire_overhead"] == (cols["wire_down_bytes"] + cols["wire_up_bytes"]) / 1000
+    assert probes.LinkCounters(start=before, end=None).columns(rc, {}) == {}  # type: ignore[arg-type]
+
+
+def test_a_run_without_adverse_conditions_has_no_adverse_columns():
+    assert Conditions().columns(True, "") == {}
+
+
+def test_an_unsupported_record_is_built_once_from_identity_and_outcome():
+    from lab.plan.checks import validate
+    from lab.plan.plan import plan
+    from lab.run.runner import Context
+
+    run = plan(validate({"name": "u", "repeats": 1, "sizes": ["1kB"], "protocols": ["h2"],
+                         "clients": ["gtlsclient"]}, "test"))[0]
+    ctx = Context(sweep="u", shaper="linkem", cc={}, timeout_for=lambda r: 10)
+    rec = RunRecord(**identity(run, ctx, "linkem", run.link(), "2026-01-01T00:00:00Z"), **not_run("why"))
+    assert rec.status == "unsupported" and rec.failure == "why" and rec.run_key == run.key
+    assert dataclasses.fields(rec)  # a complete record: every field has a value
