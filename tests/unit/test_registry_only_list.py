@@ -152,9 +152,9 @@ def test_the_clis_help_names_every_implementation_and_alias(command: str):
 
 #: (module, the names it holds in one literal): why it may.
 JUSTIFIED = {
-    ("sweep/scenario.py", frozenset({"curl"})): "a scenario's default clients (the registry has no default)",
-    ("sweep/scenario.py", frozenset({"nginx"})): "a scenario's default servers (the registry has no default)",
-    ("sweep/session.py", frozenset({"curl", "nginx"})): "older manifests' congestion control, which named these two",
+    ("plan/scenario.py", frozenset({"curl"})): "a scenario's default clients (the registry has no default)",
+    ("plan/scenario.py", frozenset({"nginx"})): "a scenario's default servers (the registry has no default)",
+    ("run/session.py", frozenset({"curl", "nginx"})): "older manifests' congestion control, which named these two",
     ("bench/overhead.py", frozenset({"curl"})): "the curl command (curl --version), not an implementation",
     ("link/linkem.py", frozenset({"curl"})): "the curl command for linkem's HTTP API, not an implementation",
     # Not this change's file (lab/evidence/ belongs to the capture code): a registry capability for client qlog
