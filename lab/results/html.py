@@ -9,15 +9,17 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from lab.results.headline import HEADLINE_NOTE, sentences
+from lab.results.folder import as_doc
+from lab.results.headline import HEADLINE_NOTE, sentence
 from lab.results.schema import RunRecord
-from lab.results.stats import censored_runs, excluded_runs, exclusion_reason, ratios, summarize
+from lab.results.stats import SweepStats, censored_runs, excluded_runs, exclusion_reason, sweep_stats
 from lab.results.summary import (
     CENSORING_RULE,
     CI_NOTE,
     EXCLUSION_RULE,
     NA,
     RATIO_NOTE,
+    ManifestLike,
     Table,
     censored_table,
     clean,
@@ -130,11 +132,16 @@ def _censored_section(records: Sequence[RunRecord]) -> str:
                          "did not complete (censored)", "Every run that is a result completed.")
 
 
-def report_html(records: Sequence[RunRecord], manifest: dict[str, Any], plot_dir: Path) -> str:
+def report_html(records: Sequence[RunRecord], manifest: ManifestLike, plot_dir: Path,
+                stats: SweepStats | None = None) -> str:
+    """report.html from the records, the manifest, the plots in plot_dir and the records' statistics (computed here
+    when not given)."""
+    manifest = as_doc(manifest)
+    stats = stats if stats is not None else sweep_stats(records)
     name = header_items(records, manifest)[0][1]
-    rat = ratios(records)
+    rat = stats.ratios
     check = self_check_table(manifest)
-    short = sentences(records)
+    short = [sentence(r) for r in rat]
     sections = [
         f"<h1>quiclab sweep {escape(name)}</h1>",
         '<p class="note">HTTP/3 (QUIC) against HTTP/1.1 and HTTP/2 (TCP) through an emulated link.</p>',
@@ -145,7 +152,7 @@ def report_html(records: Sequence[RunRecord], manifest: dict[str, Any], plot_dir
         f'<div class="plot">{inline_svg(plot_dir / "goodput.svg")}</div>',
         f'<div class="plot">{inline_svg(plot_dir / "time.svg")}</div>',
         "<h2>Transfer time and goodput per method</h2>", f'<p class="note">{escape(CI_NOTE)}</p>',
-        html_table(stats_table(summarize(records))) if records else "<p>No runs.</p>",
+        html_table(stats_table(stats.groups)) if records else "<p>No runs.</p>",
         f'<p class="warn">{escape(drops)}</p>' if (drops := receiver_drops_note(records)) else "",
         "<h2>HTTP/3 vs TCP</h2>", f'<p class="note">{escape(RATIO_NOTE)}</p>',
         html_table(ratio_table(rat)) if rat else "<p>No HTTP/3 and TCP runs to compare.</p>",
