@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab.results.folder import as_doc
 from lab.results.headline import HEADLINE_NOTE, sentence
@@ -31,6 +31,9 @@ from lab.results.summary import (
     self_check_table,
     stats_table,
 )
+
+if TYPE_CHECKING:
+    from lab.results import cc_check
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d232a;
@@ -102,11 +105,10 @@ def _runs_section(runs: Sequence[RunRecord], total: int, rule: str, table: Table
     return "\n".join(parts)
 
 
-def _cc_section(records: Sequence[RunRecord]) -> str:
+def _cc_section(records: Sequence[RunRecord], checks: Sequence[cc_check.Check]) -> str:
     from lab.results import cc_check
 
     senders = cc_check.sender_table(records)
-    checks = cc_check.checks(records)
     if senders is None and not checks:
         return ""
     parts = ["<h2>Sender congestion control and loss response</h2>"]
@@ -157,7 +159,7 @@ def report_html(records: Sequence[RunRecord], manifest: ManifestLike, plot_dir: 
         "<h2>HTTP/3 vs TCP</h2>", f'<p class="note">{escape(RATIO_NOTE)}</p>',
         html_table(ratio_table(rat)) if rat else "<p>No HTTP/3 and TCP runs to compare.</p>",
         "<h2>Sweep</h2>", _manifest_section(records, manifest),
-        _cc_section(records),
+        _cc_section(records, stats.cc_checks),
         "<h2>Runs that did not complete</h2>", _censored_section(records),
         "<h2>Excluded runs</h2>", _excluded_section(records),
         "<h2>Shaper self-check</h2>",

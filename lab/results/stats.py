@@ -31,12 +31,15 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from lab.results.folder import is_result
 from lab.results.schema import RunRecord
+
+if TYPE_CHECKING:
+    from lab.results.cc_check import Check
 
 PROTOCOL_ORDER = ("h1", "h2", "h3")
 PROTOCOL_LABELS = {"h1": "HTTP/1.1", "h2": "HTTP/2", "h3": "HTTP/3"}
@@ -403,10 +406,13 @@ class SweepStats:
 
     groups: list[GroupStats]  # summarize
     ratios: list[RatioStats]  # ratios: HTTP/3 over HTTP/1.1 and HTTP/2
+    cc_checks: list[Check]  # lab.results.cc_check.checks: the sender's claimed congestion control vs Reno's model
 
 
 def sweep_stats(records: Sequence[RunRecord]) -> SweepStats:
-    return SweepStats(groups=summarize(records), ratios=ratios(records))
+    from lab.results import cc_check  # (it builds on this module)
+
+    return SweepStats(groups=summarize(records), ratios=ratios(records), cc_checks=cc_check.checks(records))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab.results.folder import Manifest, as_doc
 from lab.results.schema import RunRecord
+
+if TYPE_CHECKING:
+    from lab.results import cc_check
 from lab.results.stats import (
     CI,
     Dist,
@@ -251,12 +254,13 @@ def receiver_drops_note(records: Sequence[RunRecord]) -> str:
             "sets 8 MB) or compare with care.")
 
 
-def cc_markdown(records: Sequence[RunRecord]) -> list[str]:
-    """The sender's congestion control per run, the link's loss counts, and the Reno-model check."""
+def cc_markdown(records: Sequence[RunRecord], checks: Sequence[cc_check.Check] | None = None) -> list[str]:
+    """The sender's congestion control per run, the link's loss counts, and the Reno-model check (`checks`: the
+    records' checks when already computed)."""
     from lab.results import cc_check
 
     senders = cc_check.sender_table(records)
-    checks = cc_check.checks(records)
+    checks = checks if checks is not None else cc_check.checks(records)
     if senders is None and not checks:
         return []
     parts = ["## Sender congestion control and loss response", ""]
@@ -290,7 +294,7 @@ def summary_markdown(records: Sequence[RunRecord], manifest: ManifestLike, stats
     rat = stats.ratios
     parts += ["## HTTP/3 vs TCP", "", RATIO_NOTE, "",
               md_table(ratio_table(rat)) if rat else "No HTTP/3 and TCP runs to compare.", ""]
-    parts += cc_markdown(records)
+    parts += cc_markdown(records, stats.cc_checks)
     cens = censored_runs(records)
     parts += ["## Runs that did not complete", "", CENSORING_RULE, "",
               f"{len(cens)} of {len(records)} runs did not complete (censored)." if cens

@@ -226,12 +226,12 @@ def test_a_merge_takes_no_legacy_row(tmp_path):
 
 
 def test_a_report_reads_runs_once_and_computes_its_statistics_once(tmp_path, monkeypatch):
-    from lab.results import report, stats
+    from lab.results import cc_check, report, stats
     from tests.unit.test_report import make_sweep
 
     folder = make_sweep(tmp_path / "s")
     expected = {p.name: p.read_bytes() for p in report.build(folder).paths if p.suffix in (".md", ".html", ".svg")}
-    calls = {"read_runs": 0, "summarize": 0, "ratios": 0}
+    calls = {"read_runs": 0, "summarize": 0, "ratios": 0, "checks": 0}
 
     def counted(name: str, module: object) -> None:
         real = getattr(module, name)
@@ -245,7 +245,8 @@ def test_a_report_reads_runs_once_and_computes_its_statistics_once(tmp_path, mon
     counted("read_runs", report)
     counted("summarize", stats)
     counted("ratios", stats)
+    counted("checks", cc_check)
     built = report.build(folder)
-    assert calls == {"read_runs": 1, "summarize": 1, "ratios": 1}
+    assert calls == {"read_runs": 1, "summarize": 1, "ratios": 1, "checks": 1}
     assert {p.name: p.read_bytes() for p in built.paths if p.suffix in (".md", ".html", ".svg")} == expected
     assert built.stats.groups and built.manifest.name == "loss-demo"
