@@ -7,8 +7,6 @@ import typer
 
 from lab import config, terminal
 from lab.errors import QuiclabError
-from lab.results.report import load_sweep
-from lab.results.stats import summarize
 from lab.results.summary import stats_table
 
 
@@ -26,15 +24,15 @@ def register(app: typer.Typer) -> None:
 
         m = merge_shards(folders, out, partial)
         rows = [[str(sh.spec), str(sh.folder), f"{len(sh.records)}/{len(sh.planned)}",
-                 str(sh.manifest.get("status", "?")), str(sh.facts().get("hostname")), str(sh.facts().get("kernel")),
+                 str(sh.manifest.status or "?"), str(sh.facts().get("hostname")), str(sh.facts().get("kernel")),
                  f"{sh.facts().get('cpu')} x{sh.facts().get('cpus')}", str(sh.facts().get("shaper"))]
                 for sh in m.shards]
         terminal.table(f"{m.folder.name}: {m.runs} of {m.planned} planned runs from {len(m.shards)} shards",
                        ["shard", "folder", "runs", "status", "host", "kernel", "CPU", "shaper"], rows)
         for d in m.differences:
             terminal.warning(f"the shards' machines differ: {d}")
-        records, _ = load_sweep(m.folder)
-        cols, srows = stats_table(summarize(records))
+        assert m.report is not None  # (a merge always builds its report)
+        cols, srows = stats_table(m.report.stats.groups)
         terminal.table(f"{m.folder.name}: transfer time and goodput (median [IQR])", cols, srows, right=cols[2:])
         terminal.line(f"results: {m.folder}/ (summary.md, runs.csv, plots/, report.html)")
         if not m.complete:

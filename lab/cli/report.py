@@ -9,9 +9,9 @@ import typer
 
 from lab import terminal
 from lab.errors import EnvironmentProblem, UsageError
-from lab.results.report import RUNS, build_report, load_sweep
+from lab.results.folder import RUNS
+from lab.results.report import build
 from lab.results.schema import RunRecord
-from lab.results.stats import summarize
 from lab.results.summary import stats_table
 
 #: The columns every runs.csv has had (later ones have defaults, so older sweeps still read).
@@ -49,11 +49,10 @@ def register(app: typer.Typer) -> None:
         """Rebuild a sweep's summary.md, plots and self-contained report.html from its runs.csv."""
         check_sweep_folder(folder)
         try:
-            paths = build_report(folder)
+            built = build(folder)
         except OSError as e:
             raise EnvironmentProblem(f"cannot write the report into {folder}: {e.strerror or e}") from None
-        records, _ = load_sweep(folder)
-        cols, rows = stats_table(summarize(records))
+        cols, rows = stats_table(built.stats.groups)  # the statistics the report was built with
         terminal.table(f"{folder}", cols, rows, right=cols[2:])
-        for p in paths:
+        for p in built.paths:
             terminal.line(p)

@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
         if changed:
             terminal.warning(f"reproducing at another commit than the original's: {changed}")
         n = labs if parallel is not None else original.labs
-        guard = original.manifest.get("host_guard", "flag")
+        guard = original.manifest.host_guard or "flag"
         s = original.scenario
         if (parallel is not None and labs is None) or n != 1:
             new, complete = parallel_labs.start(s, original.preset, out, n, guard)

@@ -131,14 +131,10 @@ def register(app: typer.Typer) -> None:
                                  "--dry-run": dry_run, "--workload": workload, "--sender-cc": sender_cc,
                                  "--parallel": parallel, "--host-guard": host_guard})
             # not a sweep folder, or a scenario that is no longer valid: say so before the lab is touched
-            try:
-                manifest = store.read_manifest(resume)
-            except UnicodeDecodeError:  # (store.read_manifest lets this one through)
-                raise UsageError(f"{str(resume / store.MANIFEST)!r} is not UTF-8 text: it was not written by "
-                                 "`quiclab sweep`") from None
-            checks.validate(manifest["scenario"], str(resume / store.MANIFEST))
+            manifest = store.read_manifest(resume)  # (not UTF-8, not JSON, no scenario: a UsageError naming it)
+            checks.validate(manifest.scenario, str(resume / store.MANIFEST))
             config.check_all()  # before the lab lock and the lab
-            folder, complete = (parallel_labs.resume(resume) if manifest.get("parallel")
+            folder, complete = (parallel_labs.resume(resume) if manifest.parallel
                                 else session.resume(resume))
         else:
             if (preset is None) == (scenario_file is None):
@@ -167,12 +163,12 @@ def register(app: typer.Typer) -> None:
                 folder, complete = parallel_labs.start(s, name, out, labs, host_guard or "repeat")
             elif previous is None:
                 folder, complete = session.start(s, name, out, part, host_guard or "flag")
-            elif store.read_manifest(previous).get("status") == "complete":
+            elif store.read_manifest(previous).status == "complete":
                 terminal.info(f"--reuse: {previous.name} already holds this sweep, complete; showing it")
                 folder, complete = previous, True
             else:
                 terminal.info(f"--reuse: continuing the unfinished sweep in {previous.name}")
-                folder, complete = (parallel_labs.resume(previous) if store.read_manifest(previous).get("parallel")
+                folder, complete = (parallel_labs.resume(previous) if store.read_manifest(previous).parallel
                                     else session.resume(previous))
         records, _ = load_sweep(folder)
         cols, rows = stats_table(summarize(records))

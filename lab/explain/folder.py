@@ -16,6 +16,7 @@ from lab.explain.analyze import RunInputs, explain
 from lab.explain.model import EXPLAIN_JSON, Explanation
 from lab.explain.path import header_extras
 from lab.explain.rows import parse
+from lab.results.folder import write_atomic
 from lab.results.schema import RunRecord
 
 #: (pcap, keylog or None) -> tshark's FIELDS text
@@ -91,9 +92,7 @@ def explain_run(record: RunRecord, evdir: Path, tshark: TsharkFields) -> Explana
 
 def write(evdir: Path, e: Explanation) -> Path:
     path = evdir / EXPLAIN_JSON
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(e.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, e.model_dump_json(indent=2) + "\n")
     return path
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from lab.errors import EnvironmentProblem
 from lab.evidence import tshark as evidence_tshark
+from lab.results.folder import write_atomic
 from lab.results.schema import RunRecord
 
 QLOG_VERSION = "0.3"
@@ -325,9 +326,7 @@ def write_run(record: RunRecord, evdir: Path, out_dir: Path, decode: Decoder) ->
     paths = []
     for i, recs in enumerate(traces):
         path = out_dir / file_name(record.run_key, i if len(traces) > 1 else None)
-        tmp = path.with_suffix(".sqlog.tmp")
-        tmp.write_text(dumps(recs), encoding="utf-8")
-        tmp.replace(path)
+        write_atomic(path, dumps(recs))
         paths.append(path)
     return paths
 

@@ -2,6 +2,8 @@
 
 Labels are bounded: the sweep's name, the point's index, label and swept value, protocol, client, server and run
 status; never a run id. Values are recomputed from every record so far, so each push replaces its group whole.
+Only rows that are results count (lab.results.folder.is_result, the folder's one rule: no legacy "interrupted" row,
+no lab failure older versions recorded as a failed run).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import get_args
 
 from lab.observe.exposition import Family, number, render
 from lab.plan.plan import PlannedRun
+from lab.results.folder import is_result
 from lab.results.schema import RunRecord, Status
 
 JOB = "quiclab_sweep"
@@ -54,8 +57,10 @@ class SweepState:
     def add(self, r: RunRecord) -> GroupKey:
         key = (r.point, r.protocol, r.client, r.server)
         group = self.groups.setdefault(key, PointGroup(r.point_label, r.x_name, r.x))
+        if not is_result(r):  # not a run of this sweep's to count (the folder's one rule)
+            return key
         group.add(r)
-        self.done += r.status != "interrupted"
+        self.done += 1
         self.failures += r.status in FAILED
         if r.shaper:
             self.shaper = r.shaper

@@ -7,17 +7,19 @@ import re
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lab.results.headline import HEADLINE_NOTE, sentences
+from lab.results.folder import as_doc
+from lab.results.headline import HEADLINE_NOTE, sentence
 from lab.results.schema import RunRecord
-from lab.results.stats import censored_runs, excluded_runs, exclusion_reason, ratios, summarize
+from lab.results.stats import censored_runs, excluded_runs, exclusion_reason
 from lab.results.summary import (
     CENSORING_RULE,
     CI_NOTE,
     EXCLUSION_RULE,
     NA,
     RATIO_NOTE,
+    ManifestLike,
     Table,
     censored_table,
     clean,
@@ -29,6 +31,10 @@ from lab.results.summary import (
     self_check_table,
     stats_table,
 )
+from lab.results.sweep_stats import SweepStats, sweep_stats
+
+if TYPE_CHECKING:
+    from lab.results import cc_check
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d232a;
@@ -100,11 +106,10 @@ def _runs_section(runs: Sequence[RunRecord], total: int, rule: str, table: Table
     return "\n".join(parts)
 
 
-def _cc_section(records: Sequence[RunRecord]) -> str:
+def _cc_section(records: Sequence[RunRecord], checks: Sequence[cc_check.Check]) -> str:
     from lab.results import cc_check
 
     senders = cc_check.sender_table(records)
-    checks = cc_check.checks(records)
     if senders is None and not checks:
         return ""
     parts = ["<h2>Sender congestion control and loss response</h2>"]
@@ -130,11 +135,16 @@ def _censored_section(records: Sequence[RunRecord]) -> str:
                          "did not complete (censored)", "Every run that is a result completed.")
 
 
-def report_html(records: Sequence[RunRecord], manifest: dict[str, Any], plot_dir: Path) -> str:
+def report_html(records: Sequence[RunRecord], manifest: ManifestLike, plot_dir: Path,
+                stats: SweepStats | None = None) -> str:
+    """report.html from the records, the manifest, the plots in plot_dir and the records' statistics (computed here
+    when not given)."""
+    manifest = as_doc(manifest)
+    stats = stats if stats is not None else sweep_stats(records)
     name = header_items(records, manifest)[0][1]
-    rat = ratios(records)
+    rat = stats.ratios
     check = self_check_table(manifest)
-    short = sentences(records)
+    short = [sentence(r) for r in rat]
     sections = [
         f"<h1>quiclab sweep {escape(name)}</h1>",
         '<p class="note">HTTP/3 (QUIC) against HTTP/1.1 and HTTP/2 (TCP) through an emulated link.</p>',
@@ -145,12 +155,12 @@ def report_html(records: Sequence[RunRecord], manifest: dict[str, Any], plot_dir
         f'<div class="plot">{inline_svg(plot_dir / "goodput.svg")}</div>',
         f'<div class="plot">{inline_svg(plot_dir / "time.svg")}</div>',
         "<h2>Transfer time and goodput per method</h2>", f'<p class="note">{escape(CI_NOTE)}</p>',
-        html_table(stats_table(summarize(records))) if records else "<p>No runs.</p>",
+        html_table(stats_table(stats.groups)) if records else "<p>No runs.</p>",
         f'<p class="warn">{escape(drops)}</p>' if (drops := receiver_drops_note(records)) else "",
         "<h2>HTTP/3 vs TCP</h2>", f'<p class="note">{escape(RATIO_NOTE)}</p>',
         html_table(ratio_table(rat)) if rat else "<p>No HTTP/3 and TCP runs to compare.</p>",
         "<h2>Sweep</h2>", _manifest_section(records, manifest),
-        _cc_section(records),
+        _cc_section(records, stats.cc_checks),
         "<h2>Runs that did not complete</h2>", _censored_section(records),
         "<h2>Excluded runs</h2>", _excluded_section(records),
         "<h2>Shaper self-check</h2>",

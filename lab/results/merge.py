@@ -22,7 +22,8 @@ from lab.plan.plan import PlannedRun, plan
 from lab.plan.scenario import Scenario
 from lab.plan.shard import ShardSpec, plan_id, spec_of
 from lab.results import store
-from lab.results.report import build_report
+from lab.results.folder import Manifest, is_result
+from lab.results.report import Built, build
 from lab.results.schema import RunRecord
 
 #: Manifest keys that describe the plan (equal in every shard); the merged manifest takes them from the first.
@@ -33,9 +34,9 @@ PLAN_KEYS = ("name", "preset", "scenario", "seed", "repeats", "points", "x_name"
 @dataclass
 class Shard:
     folder: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     spec: ShardSpec                 # 1/1 for a sweep that was not sharded
-    records: list[RunRecord]        # runs.csv's results (store.is_result: no interrupted or legacy lab-failure row)
+    records: list[RunRecord]        # runs.csv's results (is_result: no interrupted or legacy lab-failure row)
     planned: dict[str, PlannedRun] = field(default_factory=dict)  # the runs this shard was planned to hold
 
     @property
@@ -46,9 +47,8 @@ class Shard:
     def facts(self) -> dict[str, Any]:
         """The machine that ran this shard: hostname, kernel, CPU model and count, shaper backend."""
         m = self.manifest
-        facts = dict(m.get("host_facts") or {})
-        host = m.get("host") if isinstance(m.get("host"), dict) else {}
-        versions = m.get("versions") if isinstance(m.get("versions"), dict) else {}
+        facts = dict(m.host_facts or {})
+        host, versions = m.host or {}, m.versions or {}
         facts.setdefault("hostname", host.get("hostname", "unknown"))
         facts.setdefault("kernel", versions.get("kernel", "unknown"))
         facts.setdefault("cpu", "unknown")
@@ -64,6 +64,7 @@ class Merged:
     runs: int
     problems: list[str]   # what makes the merge partial (empty when complete)
     differences: list[str]  # facts that differ between the shards' machines
+    report: Built | None = None  # the merged folder's report (its statistics computed once)
 
     @property
     def complete(self) -> bool:
@@ -75,8 +76,8 @@ def read_shard(folder: Path) -> Shard:
         what = "a file" if folder.exists() else "no such directory"
         raise UsageError(f"{str(folder)!r} is not a sweep folder ({what})")
     manifest = store.read_manifest(folder)
-    records = [r for r in store.load_runs(folder) if store.is_result(r)]  # the store's one rule
-    return Shard(folder, manifest, spec_of(manifest) or ShardSpec(1, 1), records)
+    records = [r for r in store.load_runs(folder) if is_result(r)]  # the folder's one rule
+    return Shard(folder, manifest, spec_of(manifest.doc()) or ShardSpec(1, 1), records)
 
 
 def _describe(s: Scenario, pid: str) -> str:
@@ -87,10 +88,10 @@ def check_plan(shards: list[Shard]) -> tuple[Scenario, list[PlannedRun]]:
     """Every shard belongs to one plan, from one commit, split the same way; returns the plan."""
     ref, ref_s, ref_runs, ref_id = shards[0], None, [], ""
     for sh in shards:
-        s = validate(sh.manifest["scenario"], str(sh.folder / store.MANIFEST))
+        s = validate(sh.manifest.scenario, str(sh.folder / store.MANIFEST))
         every = plan(s)
         pid = plan_id(s, every)
-        recorded = (sh.manifest.get("plan") or {}).get("id")
+        recorded = sh.manifest.plan_id
         if recorded and recorded != pid:
             raise UsageError(f"{sh.folder}: the manifest's plan id {recorded} is not the one its scenario makes "
                              f"({pid}): written by another quiclab version, or edited")
@@ -110,9 +111,8 @@ def check_plan(shards: list[Shard]) -> tuple[Scenario, list[PlannedRun]]:
     return ref_s, ref_runs
 
 
-def _commit(manifest: dict[str, Any]) -> str:
-    git = manifest.get("git") if isinstance(manifest.get("git"), dict) else {}
-    return str(git.get("commit") or "unknown")
+def _commit(manifest: Manifest) -> str:
+    return str((manifest.git or {}).get("commit") or "unknown")
 
 
 def check_runs(shards: list[Shard], every: list[PlannedRun]) -> list[str]:
@@ -157,10 +157,9 @@ def differences(shards: list[Shard]) -> list[str]:
         facts = sh.facts()
         for k in ("kernel", "cpu", "cpus", "shaper"):
             values[k][str(facts.get(k))].append(str(sh.spec))
-        if (sh.manifest.get("git") or {}).get("dirty"):
+        if (sh.manifest.git or {}).get("dirty"):
             values["git.dirty"]["uncommitted changes"].append(str(sh.spec))
-        versions = sh.manifest.get("versions") if isinstance(sh.manifest.get("versions"), dict) else {}
-        for k, v in versions.items():
+        for k, v in (sh.manifest.versions or {}).items():
             if k != "kernel":
                 values[f"versions.{k}"][str(v)].append(str(sh.spec))
     out = []
@@ -173,10 +172,11 @@ def differences(shards: list[Shard]) -> list[str]:
 
 def _joined(shards: list[Shard], key: str) -> dict[str, Any]:
     """A per-key dict of the shards' manifests (e.g. versions): the value where all agree, else each shard's."""
-    keys = list(dict.fromkeys(k for sh in shards if isinstance(sh.manifest.get(key), dict) for k in sh.manifest[key]))
+    docs = {str(sh.spec): getattr(sh.manifest, key) or {} for sh in shards}
+    keys = list(dict.fromkeys(k for doc in docs.values() for k in doc))
     out: dict[str, Any] = {}
     for k in keys:
-        vals = {str(sh.spec): sh.manifest.get(key, {}).get(k) for sh in shards}
+        vals = {spec: doc.get(k) for spec, doc in docs.items()}
         distinct = {json.dumps(v, sort_keys=True, default=str) for v in vals.values()}
         out[k] = next(iter(vals.values())) if len(distinct) == 1 else "; ".join(f"{v} (shard {s})"
                                                                                 for s, v in vals.items())
@@ -184,29 +184,28 @@ def _joined(shards: list[Shard], key: str) -> dict[str, Any]:
 
 
 def merged_manifest(shards: list[Shard], planned: int, runs: int, problems: list[str],
-                    diffs: list[str]) -> dict[str, Any]:
-    first = shards[0].manifest
+                    diffs: list[str]) -> Manifest:
+    first = shards[0].manifest.doc()
     doc: dict[str, Any] = {k: first.get(k) for k in PLAN_KEYS if k in first}
     shapers = sorted({str(sh.manifest.get("shaper", "unknown")) for sh in shards})
-    started = [str(sh.manifest["started_at"]) for sh in shards if sh.manifest.get("started_at")]
-    finished = [str(sh.manifest["finished_at"]) for sh in shards if sh.manifest.get("finished_at")]
+    started = [sh.manifest.started_at for sh in shards if sh.manifest.started_at]
+    finished = [sh.manifest.finished_at for sh in shards if sh.manifest.finished_at]
     doc.update(
         planned_runs=planned, completed_runs=runs, status="complete" if not problems else "partial",
         shard=None, merged_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         started_at=min(started, default=None), finished_at=max(finished, default=None),
         shaper=", ".join(shapers), versions=_joined(shards, "versions"),
         congestion_control=_joined(shards, "congestion_control"),
-        implementations=shards[0].manifest.get("implementations"),
-        self_check={f"shard {sh.spec} {k}": v for sh in shards
-                    for k, v in (sh.manifest.get("self_check") or {}).items()},
+        implementations=shards[0].manifest.implementations,
+        self_check={f"shard {sh.spec} {k}": v for sh in shards for k, v in (sh.manifest.self_check or {}).items()},
         host_facts=[sh.facts() for sh in shards],
         shards=[{"index": sh.spec.index, "count": sh.spec.count, "folder": str(sh.folder),
-                 "status": sh.manifest.get("status"), "runs": len(sh.records), "planned_runs": len(sh.planned),
-                 "started_at": sh.manifest.get("started_at"), "finished_at": sh.manifest.get("finished_at"),
-                 "host_facts": sh.facts(), "manifest": sh.manifest} for sh in shards],
+                 "status": sh.manifest.status, "runs": len(sh.records), "planned_runs": len(sh.planned),
+                 "started_at": sh.manifest.started_at, "finished_at": sh.manifest.finished_at,
+                 "host_facts": sh.facts(), "manifest": sh.manifest.doc()} for sh in shards],
         problems=problems, differences=diffs,
     )
-    return doc
+    return Manifest.model_validate(doc)
 
 
 def merge(folders: list[Path], results_dir: Path, partial: bool = False) -> Merged:
@@ -230,7 +229,6 @@ def merge(folders: list[Path], results_dir: Path, partial: bool = False) -> Merg
     diffs = differences(shards)
     folder = store.new_folder(results_dir, f"{s.name}-merged")
     store.rewrite_runs(folder, records)
-    store.write_json_atomic(folder / store.MANIFEST, merged_manifest(shards, len(every), len(records), problems,
-                                                                     diffs))
-    build_report(folder)
-    return Merged(folder, shards, len(every), len(records), problems, diffs)
+    store.write_manifest(folder, merged_manifest(shards, len(every), len(records), problems, diffs))
+    built = build(folder)
+    return Merged(folder, shards, len(every), len(records), problems, diffs, built)

@@ -7,9 +7,9 @@ Uses matplotlib's object API (no pyplot, no GUI)."""
 
 from __future__ import annotations
 
+import io
 import math
-import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from lab.results.folder import Manifest, as_doc, write_atomic
 from lab.results.schema import RunRecord
 from lab.results.stats import Dist, Est, GroupStats, method_label, protocol_label, summarize
 
@@ -210,20 +211,21 @@ def _figure(groups: Sequence[GroupStats], manifest: dict[str, Any], metric: str,
 
 
 def _save(fig: Figure, path: Path, fmt: str, salt: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with matplotlib.rc_context({"svg.hashsalt": salt, "svg.fonttype": "path"}):
-            meta = {"Date": None} if fmt == "svg" else None
-            fig.savefig(tmp, format=fmt, dpi=120, metadata=meta)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """The figure rendered in memory, then written with the folder's one atomic writer."""
+    buf = io.BytesIO()
+    with matplotlib.rc_context({"svg.hashsalt": salt, "svg.fonttype": "path"}):
+        meta = {"Date": None} if fmt == "svg" else None
+        fig.savefig(buf, format=fmt, dpi=120, metadata=meta)
+    write_atomic(path, buf.getvalue())
 
 
-def make_plots(records: Sequence[RunRecord], manifest: dict[str, Any], out_dir: Path) -> list[Path]:
-    """Write goodput.png/.svg and time.png/.svg into out_dir (created if needed); returns the paths."""
+def make_plots(records: Sequence[RunRecord], manifest: Manifest | Mapping[str, Any], out_dir: Path,
+               groups: Sequence[GroupStats] | None = None) -> list[Path]:
+    """Write goodput.png/.svg and time.png/.svg into out_dir (created if needed); returns the paths. `groups`: the
+    records' per-group statistics when already computed (stats.summarize)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    groups = summarize(records)
+    manifest = as_doc(manifest)
+    groups = groups if groups is not None else summarize(records)
     title = str(manifest.get("name") or next((r.sweep for r in records), "sweep"))
     written = []
     for metric in ("goodput", "time"):

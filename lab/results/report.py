@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-import json
-import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lab.errors import UsageError
+from lab.results.folder import RUNS, Manifest, read_manifest, write_atomic
 from lab.results.html import report_html
 from lab.results.schema import RunRecord, read_runs
-from lab.results.stats import GroupStats, RunObs, group_obs, group_records, method_label, paired_ratio, summarize
+from lab.results.stats import (
+    GroupStats,
+    RunObs,
+    group_obs,
+    group_records,
+    method_label,
+    paired_ratio,
+    summarize,
+)
 from lab.results.summary import (
     CI_NOTE,
     PAIR_COLUMNS,
@@ -22,67 +30,73 @@ from lab.results.summary import (
     pair_cells,
     summary_markdown,
 )
+from lab.results.sweep_stats import SweepStats, sweep_stats
 
-RUNS = "runs.csv"
-MANIFEST = "manifest.json"
 SUMMARY = "summary.md"
 PLOTS = "plots"
 HTML = "report.html"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary file in the same directory, then rename over the target."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def load_sweep(folder: Path) -> tuple[list[RunRecord], dict[str, Any]]:
-    """runs.csv and manifest.json of a sweep folder (a missing manifest reads as {}); bad input is a UsageError."""
+def load_folder(folder: Path) -> tuple[list[RunRecord], Manifest]:
+    """runs.csv and manifest.json of a sweep folder, read once each by the folder's one readers (a missing manifest
+    reads as an empty one, a manifest without a scenario is read too); bad input is a UsageError."""
     runs = folder / RUNS
     if not runs.is_file():
         raise UsageError(f"no {RUNS} in {folder}: expected a sweep results folder (results/<timestamp>-<name>/)")
     records = read_runs(runs).records  # the one reader: a torn last line is ignored, any other bad row an error
-    manifest: Any = {}
-    mpath = folder / MANIFEST
-    if mpath.is_file():
-        try:
-            manifest = json.loads(mpath.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise UsageError(f"unreadable {mpath}: {e}") from None
-        if not isinstance(manifest, dict):
-            raise UsageError(f"unreadable {mpath}: expected a JSON object")
-    return records, manifest
+    return records, read_manifest(folder, required=False)
 
 
-def summary_text(records: list[RunRecord], manifest: dict[str, Any], workloads: bool) -> str:
-    """summary.md's text; `workloads`: the sweep has a workloads report (workloads.md) to point to."""
-    text = summary_markdown(records, manifest)
+def load_sweep(folder: Path) -> tuple[list[RunRecord], dict[str, Any]]:
+    """load_folder with the manifest as its JSON document ({} when there is none)."""
+    records, manifest = load_folder(folder)
+    return records, manifest.doc()
+
+
+def summary_text(records: list[RunRecord], manifest: Manifest | Mapping[str, Any], workloads: bool,
+                 stats: SweepStats | None = None) -> str:
+    """summary.md's text; `workloads`: the sweep has a workloads report (workloads.md) to point to; `stats`: the
+    records' statistics when already computed (sweep_stats)."""
+    text = summary_markdown(records, manifest, stats)
     if workloads:
         text = (text.rstrip("\n") + "\n\nWorkloads (page times, per-object completion, connections, resumption, "
                 "0-RTT): [workloads.md](workloads.md)\n")
     return text
 
 
-def build_report(folder: Path) -> list[Path]:
-    """(Re)write folder/summary.md, folder/plots/{goodput,time}.{png,svg} and folder/report.html; returns them."""
-    records, manifest = load_sweep(folder)
-    summary = folder / SUMMARY
-    write_atomic(summary, summary_text(records, manifest, workloads=False))
-    from lab.results.plots import make_plots  # matplotlib takes ~2 s to import: only when a report is built
+@dataclass(frozen=True)
+class Built:
+    """A report built: the files written and what they were built from (read and computed once)."""
 
-    plots = make_plots(records, manifest, folder / PLOTS)
+    paths: list[Path]
+    records: list[RunRecord]
+    manifest: Manifest
+    stats: SweepStats
+
+
+def build(folder: Path) -> Built:
+    """(Re)write folder/summary.md, folder/plots/{goodput,time}.{png,svg} and folder/report.html from runs.csv
+    and manifest.json, each read once, with the statistics computed once and passed to every writer."""
+    records, manifest = load_folder(folder)
+    doc = manifest.doc()
+    stats = sweep_stats(records)
+    from lab.results.plots import make_plots  # matplotlib takes ~2 s to import: only when a report is built
     from lab.results.workload_report import build as build_workloads  # page tables and plots (lab/workloads)
 
+    summary = folder / SUMMARY
+    write_atomic(summary, summary_text(records, doc, workloads=False, stats=stats))
+    plots = make_plots(records, doc, folder / PLOTS, stats.groups)
     extra = build_workloads(folder, records)
     if extra:
-        write_atomic(summary, summary_text(records, manifest, workloads=True))
+        write_atomic(summary, summary_text(records, doc, workloads=True, stats=stats))
     html = folder / HTML
-    write_atomic(html, report_html(records, manifest, folder / PLOTS))
-    return [summary, *plots, *extra, html]
+    write_atomic(html, report_html(records, doc, folder / PLOTS, stats))
+    return Built([summary, *plots, *extra, html], records, manifest, stats)
+
+
+def build_report(folder: Path) -> list[Path]:
+    """(Re)write folder/summary.md, folder/plots/{goodput,time}.{png,svg} and folder/report.html; returns them."""
+    return build(folder).paths
 
 
 @dataclass(frozen=True)
@@ -110,7 +124,7 @@ def _obs_by_key(records: list[RunRecord]) -> dict[Key, dict[int, RunObs]]:
     return {(rs[0].point_label, c, s, p): group_obs(rs) for (_, c, s, p), rs in group_records(records).items()}
 
 
-def sweep_name(records: list[RunRecord], manifest: dict[str, Any], folder: Path) -> str:
+def sweep_name(records: list[RunRecord], manifest: Manifest | Mapping[str, Any], folder: Path) -> str:
     """How a comparison names a sweep: its name and its folder."""
     return f"{header_items(records, manifest)[0][1]} ({folder})"
 
@@ -122,8 +136,8 @@ def compare_sweeps(a: Path, b: Path) -> Comparison:
     return compare_loaded(ra, ma, a, rb, mb, b)
 
 
-def compare_loaded(ra: list[RunRecord], ma: dict[str, Any], a: Path, rb: list[RunRecord], mb: dict[str, Any],
-                   b: Path) -> Comparison:
+def compare_loaded(ra: list[RunRecord], ma: Manifest | Mapping[str, Any], a: Path, rb: list[RunRecord],
+                   mb: Manifest | Mapping[str, Any], b: Path) -> Comparison:
     """compare_sweeps on sweeps already read (load_sweep)."""
     ga, gb = _by_key(summarize(ra)), _by_key(summarize(rb))
     oa, ob = _obs_by_key(ra), _obs_by_key(rb)

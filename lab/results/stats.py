@@ -4,8 +4,9 @@ Definitions (docs/results.md "How to read the statistics" states them for reader
 - A *result* is a run with status "ok" and a measured time (completed), or a run with status "failed" or
   "timeout": a transfer that did not deliver the verified object within its timeout, counted as right-censored at
   `timeout_s` (its time is known only to be above the timeout, its goodput below size*8/timeout). Every other run
-  ("unsupported": never ran; "interrupted": legacy rows; "ok" without a time) is not a result: it is excluded
-  and counted per reason (`exclusion_reason`), never dropped silently.
+  ("unsupported": never ran; "interrupted": legacy rows; "ok" without a time; a lab failure older versions
+  recorded as a failed run) is not a result: it is excluded and counted per reason (`exclusion_reason`), never
+  dropped silently. Which rows are results at all is the folder's one rule (lab.results.folder.is_result).
 - Worst rank: a censored time ranks above every completed time, a censored goodput below every completed goodput.
   A median, quartile or CI end that falls on a censored value is reported as the bound it has (Est.bound ">"
   or "<"), never as a number.
@@ -34,6 +35,7 @@ from typing import Literal
 
 import numpy as np
 
+from lab.results.folder import is_result
 from lab.results.schema import RunRecord
 
 PROTOCOL_ORDER = ("h1", "h2", "h3")
@@ -41,6 +43,7 @@ PROTOCOL_LABELS = {"h1": "HTTP/1.1", "h2": "HTTP/2", "h3": "HTTP/3"}
 CI_TARGET = Fraction(95, 100)  # the coverage a CI must reach where n allows it
 CENSORED_STATUSES = ("failed", "timeout")  # results that did not complete within their timeout
 NO_TIMING = "ok-without-timing"  # exclusion reason of an "ok" row that lacks total_s or goodput_bps
+LEGACY_LAB_FAILURE = "lab failure (legacy)"  # exclusion reason of a lab failure older versions recorded as "failed"
 BOTH_CENSORED = "both censored"  # a pair whose ratio is indeterminate
 UNPAIRED = "unpaired"  # a repeat with a result on one side only
 SEEDS_DIFFER = "seeds differ"  # compare: the same repeat in two sweeps ran over different link seeds
@@ -270,12 +273,20 @@ def describe(values: Sequence[float | Obs]) -> Dist | None:
 
 
 def is_censored(r: RunRecord) -> bool:
-    """A failed or timed-out run: a result, right-censored at its timeout."""
-    return r.status in CENSORED_STATUSES
+    """A failed or timed-out run that is a result (lab.results.folder.is_result): right-censored at its timeout."""
+    return r.status in CENSORED_STATUSES and is_result(r)
 
 
 def exclusion_reason(r: RunRecord) -> str | None:
-    """Why a run is not a result (its status, or NO_TIMING), or None when it counts (completed or censored)."""
+    """Why a run does not enter the statistics, or None when it does (completed or censored).
+
+    First the folder's one rule for what a recorded row is (lab.results.folder.is_result, which a resume and a merge
+    apply too): a row that is no result is excluded (a legacy "interrupted" row by its status, a legacy lab failure
+    as LEGACY_LAB_FAILURE). Then the statistics' own rule: of the results, failed and timed-out runs count
+    (censored), "ok" runs count with a measured time (else NO_TIMING), any other status (unsupported) is excluded
+    by its status."""
+    if not is_result(r):
+        return r.status if r.status != "failed" else LEGACY_LAB_FAILURE
     if is_censored(r):
         return None
     if r.status != "ok":

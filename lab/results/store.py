@@ -1,23 +1,37 @@
-"""A sweep's results folder: manifest.json (replaced atomically) and runs.csv (one line appended and fsynced
-per completed run, so nothing measured is lost). runs.csv is read by lab.results.schema.read_runs only: a torn
-last line (a crash mid-write) is tolerated and reported; any other bad row is an error naming the line."""
+"""A sweep's results folder as a sweep writes it: manifest.json (replaced atomically) and runs.csv (one line
+appended and fsynced per completed run, so nothing measured is lost). runs.csv is read by
+lab.results.schema.read_runs only: a torn last line (a crash mid-write) is tolerated and reported; any other bad
+row is an error naming the line. The folder's format (file names, the one atomic writer, the manifest's reader and
+writer, the one "is a result" rule) is lab.results.folder's; the names are re-exported here for the sweep code."""
 
 from __future__ import annotations
 
 import csv
 import datetime as dt
-import json
+import io
 import os
 from pathlib import Path
 from typing import Any
 
 from lab import terminal
-from lab.errors import UsageError
+from lab.results.folder import (
+    HOST_BOUND,
+    LEGACY_LAB_FAILURES,
+    MANIFEST,
+    RUNS,
+    Manifest,
+    is_result,
+    read_manifest,
+    try_manifest,
+    write_atomic,
+    write_json,
+    write_manifest,
+)
 from lab.results.schema import COLUMNS, RunRecord, read_runs, to_row
 
-RUNS = "runs.csv"
-MANIFEST = "manifest.json"
-HOST_BOUND = "host-bound.csv"  # attempts the fidelity guard set aside (lab/run/hostload.py): never results
+__all__ = ["HOST_BOUND", "LEGACY_LAB_FAILURES", "MANIFEST", "RUNS", "Manifest", "RunLog", "completed_runs",
+           "is_result", "latest_matching", "load_runs", "new_folder", "read_manifest", "rewrite_runs",
+           "write_json_atomic", "write_manifest"]
 
 
 def new_folder(results_dir: Path, name: str) -> Path:
@@ -31,25 +45,9 @@ def new_folder(results_dir: Path, name: str) -> Path:
     return folder
 
 
-def write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
-    with tmp.open("rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def read_manifest(folder: Path) -> dict[str, Any]:
-    path = folder / MANIFEST
-    try:
-        doc = json.loads(path.read_text())
-    except OSError:
-        raise UsageError(f"{str(folder)!r} is not a sweep folder: no readable {MANIFEST}") from None
-    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
-        raise UsageError(f"{str(path)!r} is not valid JSON: {e}") from None
-    if not isinstance(doc, dict) or "scenario" not in doc:
-        raise UsageError(f"{str(path)!r} has no scenario: it was not written by `quiclab sweep`")
-    return doc
+def write_json_atomic(path: Path, doc: Any) -> None:
+    """A JSON file written atomically (lab.results.folder.write_json); manifests go through write_manifest."""
+    write_json(path, doc)
 
 
 def load_runs(folder: Path, *, report_torn: bool = False) -> list[RunRecord]:
@@ -66,43 +64,27 @@ def load_runs(folder: Path, *, report_torn: bool = False) -> list[RunRecord]:
 
 
 def rewrite_runs(folder: Path, records: list[RunRecord]) -> None:
-    path = folder / RUNS
-    tmp = path.with_name(f".{RUNS}.tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
-        w.writeheader()
-        for r in records:
-            w.writerow(to_row(r))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """runs.csv replaced whole by these records (a resume's kept runs, a merge's), atomically."""
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in records:
+        w.writerow(to_row(r))
+    write_atomic(folder / RUNS, buf.getvalue())
 
 
 def latest_matching(results_dir: Path, scenario: dict[str, Any], shard: dict[str, int] | None = None) -> Path | None:
     """The newest results folder whose manifest holds exactly this scenario and shard ({index, count}; None: the
     whole plan) (for `quiclab sweep --reuse`)."""
     candidates = sorted(results_dir.glob(f"*-{scenario['name']}*/{MANIFEST}"), reverse=True)
-    for manifest in candidates:
-        try:
-            doc = json.loads(manifest.read_text())
-        except (OSError, ValueError):  # unreadable, not JSON, not UTF-8: not a candidate
+    for path in candidates:
+        m = try_manifest(path.parent)  # unreadable, not JSON, not a sweep's: not a candidate
+        if m is None or m.scenario != scenario or m.is_merge:
             continue
-        if not isinstance(doc, dict) or doc.get("scenario") != scenario or "shards" in doc:  # not a merge
-            continue
-        theirs, wanted = doc.get("shard") or {}, shard or {}
+        theirs, wanted = m.shard or {}, shard or {}
         if (theirs.get("index"), theirs.get("count")) == (wanted.get("index"), wanted.get("count")):
-            return manifest.parent
+            return path.parent
     return None
-
-
-#: Failure texts with which older versions recorded the lab's own failures as runs; a resume runs them again.
-LEGACY_LAB_FAILURES = ("client exit code -1:", "could not run ")
-
-
-def is_result(r: RunRecord) -> bool:
-    """Whether a recorded row is a measurement: not a legacy "interrupted" row, not a lab failure that older
-    versions recorded as a failed run."""
-    return r.status != "interrupted" and not (r.status == "failed" and r.failure.startswith(LEGACY_LAB_FAILURES))
 
 
 def completed_runs(records: list[RunRecord], planned: set[str]) -> dict[str, RunRecord]:

@@ -6,10 +6,14 @@ The table builders return (columns, rows) of plain strings so the HTML report an
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from lab.results.folder import Manifest, as_doc
 from lab.results.schema import RunRecord
+
+if TYPE_CHECKING:
+    from lab.results import cc_check
 from lab.results.stats import (
     CI,
     Dist,
@@ -24,11 +28,11 @@ from lab.results.stats import (
     is_censored,
     method_label,
     protocol_label,
-    ratios,
-    summarize,
 )
+from lab.results.sweep_stats import SweepStats, sweep_stats
 
 Table = tuple[list[str], list[list[str]]]
+ManifestLike = Manifest | Mapping[str, Any]
 EXCLUSION_RULE = ("Statistics exclude runs that are not results: status unsupported (never run), interrupted "
                   "(legacy rows) and ok runs without a measured time. Failed and timed-out runs are results: they "
                   "count as not completed within their timeout (censored), listed under \"Runs that did not "
@@ -91,10 +95,11 @@ def fmt_counts(total: int, parts: dict[str, int]) -> str:
     return f"{total} (" + ", ".join(f"{k} {v}" for k, v in parts.items()) + ")"
 
 
-def first(manifest: dict[str, Any], *keys: str) -> Any:
+def first(manifest: ManifestLike, *keys: str) -> Any:
     """The first present, non-empty value among dotted keys ("git.commit")."""
+    doc = as_doc(manifest)
     for key in keys:
-        v: Any = manifest
+        v: Any = doc
         for part in key.split("."):
             v = v.get(part) if isinstance(v, dict) else None
         if v not in (None, "", [], {}):
@@ -106,8 +111,9 @@ def _join(values: Sequence[Any]) -> str:
     return ", ".join(dict.fromkeys(str(v) for v in values)) or NA
 
 
-def header_items(records: Sequence[RunRecord], manifest: dict[str, Any]) -> list[tuple[str, str]]:
+def header_items(records: Sequence[RunRecord], manifest: ManifestLike) -> list[tuple[str, str]]:
     """Key facts of the sweep, from the manifest with the runs as fallback."""
+    manifest = as_doc(manifest)
     excluded = sum(1 for r in records if exclusion_reason(r) is not None)
     censored = sum(1 for r in records if is_censored(r))
     repeats = first(manifest, "repeats") or (max((r.repeat for r in records), default=-1) + 1)
@@ -192,9 +198,9 @@ def censored_table(records: Sequence[RunRecord]) -> Table:
     return ["status", "reason", "runs"], [[s, clean(f) or NA, str(n)] for (s, f), n in counts.items()]
 
 
-def implementations_table(manifest: dict[str, Any]) -> Table | None:
+def implementations_table(manifest: ManifestLike) -> Table | None:
     """The sweep's clients and servers: version string and congestion control (manifest "implementations")."""
-    impls = manifest.get("implementations")
+    impls = as_doc(manifest).get("implementations")
     if not isinstance(impls, dict) or not impls:
         return None
     rows = []
@@ -207,8 +213,8 @@ def implementations_table(manifest: dict[str, Any]) -> Table | None:
     return ["implementation", "role", "protocols", "version", "TCP congestion control", "QUIC congestion control"], rows
 
 
-def self_check_table(manifest: dict[str, Any]) -> Table | None:
-    check = manifest.get("self_check")
+def self_check_table(manifest: ManifestLike) -> Table | None:
+    check = as_doc(manifest).get("self_check")
     if not check:
         return None
     if not isinstance(check, dict):
@@ -247,12 +253,13 @@ def receiver_drops_note(records: Sequence[RunRecord]) -> str:
             "sets 8 MB) or compare with care.")
 
 
-def cc_markdown(records: Sequence[RunRecord]) -> list[str]:
-    """The sender's congestion control per run, the link's loss counts, and the Reno-model check."""
+def cc_markdown(records: Sequence[RunRecord], checks: Sequence[cc_check.Check] | None = None) -> list[str]:
+    """The sender's congestion control per run, the link's loss counts, and the Reno-model check (`checks`: the
+    records' checks when already computed)."""
     from lab.results import cc_check
 
     senders = cc_check.sender_table(records)
-    checks = cc_check.checks(records)
+    checks = checks if checks is not None else cc_check.checks(records)
     if senders is None and not checks:
         return []
     parts = ["## Sender congestion control and loss response", ""]
@@ -267,7 +274,10 @@ def cc_markdown(records: Sequence[RunRecord]) -> list[str]:
     return parts
 
 
-def summary_markdown(records: Sequence[RunRecord], manifest: dict[str, Any]) -> str:
+def summary_markdown(records: Sequence[RunRecord], manifest: ManifestLike, stats: SweepStats | None = None) -> str:
+    """summary.md from the records, the manifest and the records' statistics (computed here when not given)."""
+    manifest = as_doc(manifest)
+    stats = stats if stats is not None else sweep_stats(records)
     items = header_items(records, manifest)
     name = items[0][1]
     parts = [f"# quiclab sweep {name}", ""]
@@ -276,14 +286,14 @@ def summary_markdown(records: Sequence[RunRecord], manifest: dict[str, Any]) -> 
     if impls:
         parts += ["", "## Implementations", "", md_table(impls)]
     parts += ["", "## Transfer time and goodput per method", "", CI_NOTE, "",
-              md_table(stats_table(summarize(records))) if records else "No runs.", ""]
+              md_table(stats_table(stats.groups)) if records else "No runs.", ""]
     drops = receiver_drops_note(records)
     if drops:
         parts += [f"**{drops}**", ""]
-    rat = ratios(records)
+    rat = stats.ratios
     parts += ["## HTTP/3 vs TCP", "", RATIO_NOTE, "",
               md_table(ratio_table(rat)) if rat else "No HTTP/3 and TCP runs to compare.", ""]
-    parts += cc_markdown(records)
+    parts += cc_markdown(records, stats.cc_checks)
     cens = censored_runs(records)
     parts += ["## Runs that did not complete", "", CENSORING_RULE, "",
               f"{len(cens)} of {len(records)} runs did not complete (censored)." if cens

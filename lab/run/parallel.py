@@ -158,7 +158,7 @@ def worker(folder: Path) -> int:
     channel = _Channel()
     signals.terminate_as_interrupt()  # the coordinator stops a worker with SIGTERM (SIGINT may be ignored)
     manifest = store.read_manifest(folder)
-    s = validate(manifest["scenario"], str(folder / store.MANIFEST))
+    s = validate(manifest.scenario, str(folder / store.MANIFEST))
     by_key = {r.key: r for r in plan(s)}
     outcome = "complete"
     try:
@@ -169,7 +169,7 @@ def worker(folder: Path) -> int:
             ctx = runner.Context(sweep=s.name, shaper=facts["shaper"], cc=session.cc_by_implementation(facts),
                                  timeout_for=lambda r: timeout_for(s, r.point), quic_cc=dict(s.client_quic_cc),
                                  capture=tuple(s.capture), folder=folder,
-                                 host_guard=manifest.get("host_guard", "repeat"),
+                                 host_guard=manifest.host_guard or "repeat",
                                  host_bound_log=_SentLog(channel, "host_bound").append)
             runner.warm_up(list(by_key.values()), ctx)
             channel.send(ready=facts)
@@ -395,7 +395,7 @@ def start(s: Scenario, preset: str | None, results_dir: Path, n: int | None, hos
     manifest.update(shard.manifest_fields(s, every, None))
     manifest.update(status="starting", host_guard=host_guard,
                     parallel={"labs": count, "instances": numbers, "auto": n is None})
-    store.write_json_atomic(folder / store.MANIFEST, manifest)
+    store.write_manifest(folder, manifest)
     terminal.info(f"sweep {s.name}: {len(every)} runs in {len(groups(every))} (point, repeat) groups over {count} "
                   f"labs ({', '.join(f'lab {k}' for k in numbers)}{'; --parallel auto' if n is None else ''}) -> "
                   f"{folder}")
@@ -411,7 +411,7 @@ def _interruptible(folder: Path, body: Callable[[], bool]) -> bool:
 
 
 def resume(folder: Path) -> tuple[Path, bool]:
-    manifest = store.read_manifest(folder)
+    manifest = store.read_manifest(folder).doc()  # the sweep's working copy
     s = validate(manifest["scenario"], str(folder / store.MANIFEST))
     every = plan(s)
     kept = store.completed_runs(store.load_runs(folder, report_torn=True), {r.key for r in every})
@@ -506,16 +506,17 @@ def _finalize(folder: Path, manifest: dict[str, Any], labs: list[_Lab], complete
     manifest.update(own)
     manifest["labs"] = {str(lab_.number): {"runs": lab_.runs, "joined_s": lab_.joined_s, "error": lab_.error,
                                            "facts": lab_.facts} for lab_ in labs}
+    records = store.load_runs(folder)  # runs.csv as the sweep left it, read once here
     manifest.update(status="complete" if complete else "interrupted" if interrupted else "stopped",
                     finished_at=session.now(), wall_s=round(time.monotonic() - t0, 1),
-                    completed_runs=len([r for r in store.load_runs(folder) if store.is_result(r)]))
+                    completed_runs=len([r for r in records if store.is_result(r)]))
     if errors and not complete:
         manifest["stopped_by"] = "; ".join(errors)
     if down_problems:
         manifest["teardown_problems"] = down_problems
-    store.write_json_atomic(folder / store.MANIFEST, manifest)
+    store.write_manifest(folder, manifest)
     if complete:
-        explained = explain_folder.after_sweep(folder, store.load_runs(folder), tshark.fields)
+        explained = explain_folder.after_sweep(folder, records, tshark.fields)
         if explained:
             terminal.info(explained)
     build_report(folder)

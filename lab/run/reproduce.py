@@ -21,6 +21,7 @@ from lab.plan.checks import validate
 from lab.plan.plan import plan
 from lab.plan.scenario import Scenario
 from lab.results import store
+from lab.results.folder import Manifest, write_atomic, write_json
 from lab.results.verdict import Judgement, Margins, judge_sweeps, verdict_table
 from lab.run import environment
 
@@ -35,7 +36,7 @@ class Original(BaseModel):
     scenario: Scenario
     preset: str | None
     labs: int  # the labs it ran on (1 unless --parallel)
-    manifest: dict[str, Any]
+    manifest: Manifest
 
 
 def load_original(folder: Path) -> Original:
@@ -47,23 +48,23 @@ def load_original(folder: Path) -> Original:
     if not (folder / store.MANIFEST).exists():
         raise UsageError(f"{str(folder)!r} has no {store.MANIFEST}: not a sweep folder, nothing to reproduce from")
     manifest = store.read_manifest(folder)
-    if not isinstance(manifest.get("scenario"), dict):
+    if not isinstance(manifest.scenario, dict):
         raise UsageError(f"{where} records no scenario: its plan cannot be rebuilt")
-    preset = manifest.get("preset")
+    preset = manifest.preset
     if preset is not None and preset not in presets.names():
         raise UsageError(f"{where} names preset {preset!r}, which this quiclab does not know: allowed are "
                          f"{', '.join(presets.names())} (its plan cannot be rebuilt as that preset)")
-    if manifest.get("shard"):
-        raise UsageError(f"{where} is shard {shard.spec_of(manifest)} of a sweep: reproduce the merged folder "
+    if manifest.shard:
+        raise UsageError(f"{where} is shard {shard.spec_of(manifest.doc())} of a sweep: reproduce the merged folder "
                          "(`quiclab merge`)")
-    s = validate(manifest["scenario"], where)
-    recorded = (manifest.get("plan") or {}).get("id")
+    s = validate(manifest.scenario, where)
+    recorded = manifest.plan_id
     rebuilt = shard.plan_id(s, plan(s))
     if recorded and recorded != rebuilt:
         raise UsageError(f"{where}: the plan this quiclab makes from its scenario ({rebuilt[:19]}) is not the one it "
                          f"ran ({recorded[:19]}): the plan cannot be rebuilt (planning changed since; check out its "
-                         f"commit {(manifest.get('git') or {}).get('commit', '?')})")
-    labs = int((manifest.get("parallel") or {}).get("labs") or 1)
+                         f"commit {(manifest.git or {}).get('commit', '?')})")
+    labs = int((manifest.parallel or {}).get("labs") or 1)
     return Original(folder=str(folder), scenario=s, preset=preset, labs=labs, manifest=manifest)
 
 
@@ -90,7 +91,7 @@ def differences(then: dict[str, Any], now: dict[str, Any]) -> list[str]:
 
 def commit_now_differs(original: Original) -> str:
     """Before running: the commit now against the original's (one line, empty when equal)."""
-    then = (original.manifest.get("git") or {}).get("commit")
+    then = (original.manifest.git or {}).get("commit")
     now = environment.git().get("commit")
     return "" if then == now else f"commit: {then} (original) -> {now} (now)"
 
@@ -132,11 +133,11 @@ class Reproduction(BaseModel):
 def judge(original: Path, new: Path, margins: Margins) -> Reproduction:
     """Judge the reproduction against the original and write reproduce.md / reproduce.json into the new folder."""
     j = judge_sweeps(original, new, margins)
-    diffs = differences(store.read_manifest(original), store.read_manifest(new))
+    diffs = differences(store.read_manifest(original).doc(), store.read_manifest(new).doc())
     r = Reproduction(original=str(original), reproduction=str(new), differences=diffs, share=point_share(j),
                      judgement=j)
-    store.write_json_atomic(new / REPORT_JSON, json.loads(r.model_dump_json()))
-    (new / REPORT_MD).write_text(markdown(r))
+    write_json(new / REPORT_JSON, json.loads(r.model_dump_json()))
+    write_atomic(new / REPORT_MD, markdown(r))
     return r
 
 

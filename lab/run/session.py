@@ -99,13 +99,14 @@ def execute(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[Plan
                 with contextlib.suppress(QuiclabError):
                     shaper.apply(Link())  # the lab is left unimpaired, as before the sweep
             status = {"complete": "complete", "interrupted": "interrupted", "environment": "stopped"}[finish.outcome]
+            records = store.load_runs(folder)  # runs.csv as the sweep left it, read once here
             manifest.update(status=status, finished_at=now(),
-                            completed_runs=len([r for r in store.load_runs(folder) if store.is_result(r)]))
+                            completed_runs=len([r for r in records if store.is_result(r)]))
             if finish.error:
                 manifest["stopped_by"] = finish.error
-            store.write_json_atomic(folder / store.MANIFEST, manifest)
+            store.write_manifest(folder, manifest)
             if finish.outcome == "complete":
-                explained = explain_folder.after_sweep(folder, store.load_runs(folder), tshark.fields)
+                explained = explain_folder.after_sweep(folder, records, tshark.fields)
                 if explained:
                     terminal.info(explained)
             build_report(folder)
@@ -179,9 +180,9 @@ def _mark_interrupted(folder: Path) -> None:
     unimpaired."""
     with signals.held_signals():
         with contextlib.suppress(QuiclabError, OSError):
-            manifest = store.read_manifest(folder)
+            manifest = store.read_manifest(folder).doc()  # the sweep's working copy
             manifest.update(status="interrupted", finished_at=now())
-            store.write_json_atomic(folder / store.MANIFEST, manifest)
+            store.write_manifest(folder, manifest)
         runner.stop_everything()
 
 
@@ -195,7 +196,7 @@ def _start(s: Scenario, preset: str | None, results_dir: Path, part: shard.Shard
     manifest = new_manifest(s, preset, len(runs))
     manifest.update(shard.manifest_fields(s, every, part))
     manifest["status"], manifest["host_guard"] = "starting", host_guard
-    store.write_json_atomic(folder / store.MANIFEST, manifest)  # a sweep folder from the start: resumable
+    store.write_manifest(folder, manifest)  # a sweep folder from the start: resumable
     terminal.info(f"sweep {s.name}: {len(points(s))} points x {len(s.protocols)} protocols x "
                   f"{sum(runs_pair(s, c, v) for c in s.clients for v in s.servers)} client/server pairs x {s.repeats} "
                   f"repeats = {len(every)} runs{f' (shard {part}: {len(runs)} runs)' if part else ''} "
@@ -217,9 +218,9 @@ def _record_environment(folder: Path, s: Scenario, manifest: dict[str, Any]) -> 
     except KeyboardInterrupt:
         for key in ("versions", "shaper"):  # incomplete: the resume records the environment again
             manifest.pop(key, None)
-        store.write_json_atomic(folder / store.MANIFEST, manifest)
+        store.write_manifest(folder, manifest)
         raise
-    store.write_json_atomic(folder / store.MANIFEST, manifest)
+    store.write_manifest(folder, manifest)
 
 
 def environment_facts(s: Scenario) -> dict[str, Any]:
@@ -265,7 +266,7 @@ class SweepInterrupted(QuiclabError):
 
 def _resume(folder: Path) -> tuple[Path, bool]:
     lab.require_up()
-    manifest = store.read_manifest(folder)
+    manifest = store.read_manifest(folder).doc()  # the sweep's working copy
     s = validate(manifest["scenario"], str(folder / store.MANIFEST))
     require_available(s.clients, s.servers)
     runs = shard.restrict(manifest, plan(s))  # a shard's folder holds its shard of the plan
@@ -276,7 +277,7 @@ def _resume(folder: Path) -> tuple[Path, bool]:
     manifest["status"] = "running"
     manifest.pop("stopped_by", None)
     manifest.setdefault("resumed_at", []).append(now())
-    store.write_json_atomic(folder / store.MANIFEST, manifest)
+    store.write_manifest(folder, manifest)
     if "versions" not in manifest or "shaper" not in manifest:  # interrupted before they were recorded
         _record_environment(folder, s, manifest)
     return folder, execute(folder, s, manifest, todo, len(kept), len(runs))

@@ -1,0 +1,25 @@
+"""A sweep's statistics as its report shows them, computed once per report and passed to every writer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lab.results import cc_check
+from lab.results.cc_check import Check
+from lab.results.schema import RunRecord
+from lab.results.stats import GroupStats, RatioStats, ratios, summarize
+
+
+@dataclass(frozen=True)
+class SweepStats:
+    """A sweep's statistics as its report shows them, computed once (sweep_stats) and passed to every writer
+    (summary.md, report.html and its headline, the plots)."""
+
+    groups: list[GroupStats]  # summarize
+    ratios: list[RatioStats]  # ratios: HTTP/3 over HTTP/1.1 and HTTP/2
+    cc_checks: list[Check]  # lab.results.cc_check.checks: the sender's claimed congestion control vs Reno's model
+
+
+def sweep_stats(records: Sequence[RunRecord]) -> SweepStats:
+    return SweepStats(groups=summarize(records), ratios=ratios(records), cc_checks=cc_check.checks(records))
