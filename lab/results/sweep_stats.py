@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lab.results import cc_check
+from lab.results import cc_check, stats
 from lab.results.cc_check import Check
 from lab.results.schema import RunRecord
-from lab.results.stats import GroupStats, RatioStats, ratios, summarize
+from lab.results.stats import GroupStats, RatioStats
 
 
 @dataclass(frozen=True)
@@ -22,4 +22,4 @@ class SweepStats:
 
 
 def sweep_stats(records: Sequence[RunRecord]) -> SweepStats:
-    return SweepStats(groups=summarize(records), ratios=ratios(records), cc_checks=cc_check.checks(records))
+    return SweepStats(groups=stats.summarize(records), ratios=stats.ratios(records), cc_checks=cc_check.checks(records))

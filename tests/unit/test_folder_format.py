@@ -66,7 +66,7 @@ def test_every_folder_writer_uses_the_one_atomic_writer():
     lab = config.ROOT / "lab"
     own = {lab / "results" / "folder.py"}
     # not folder files: the lab's calibration state and the start-up cache (files of the lab, not of a sweep)
-    elsewhere = {lab / "link" / "calibrate.py", lab / "sweep" / "startup_cache.py"}
+    elsewhere = {lab / "link" / "calibrate.py", lab / "run" / "startup_cache.py"}
     offenders = [str(p.relative_to(config.ROOT)) for p in lab.rglob("*.py")
                  if p not in own | elsewhere and ("os.replace(" in p.read_text() or ".tmp" in p.read_text())]
     assert offenders == []
