@@ -233,12 +233,19 @@ def warm_up(runs: list[PlannedRun], ctx: Context) -> None:
 FOREIGN_PACKETS = 50
 
 
+def reorders(link: Link) -> bool:
+    """Whether the link lets packets overtake each other toward the client (jitter that reorders, netem reorder)."""
+    d = link.downlink
+    return (d.reorder and d.jitter_s > 0) or d.reorder_prob > 0
+
+
 def disturbed(backend: str, applied: Link, before: counters.Snapshot | None, after: counters.Snapshot | None,
               protocol: Protocol, size: int, others_expected: bool = False) -> None:
     """Raise (the lab's failure: not a result) if another command changed the link or sent traffic over it
     during the run: packets of another IP protocol, or more packets toward the client than twice the object's
-    (in 1200-byte packets, retransmissions included, plus 200). Every measuring command should hold the lab lock;
-    not all do."""
+    (in 1200-byte packets, retransmissions included, plus 200; not on a link that reorders, where a sender's
+    spurious retransmissions alone exceed it: nginx's QUIC sent 3.7 times the object's packets through 10 ms of
+    reordering jitter). Every measuring command should hold the lab lock; not all do."""
     if backend != "linkem":
         return
     now = linkem.current()
@@ -247,7 +254,7 @@ def disturbed(backend: str, applied: Link, before: counters.Snapshot | None, aft
     if before and after and not others_expected:
         delta = after - before
         foreign = delta.foreign("udp" if protocol is Protocol.H3 else "tcp")
-        if (delta.down.received or 0) > 2 * size / 1200 + 200:
+        if (delta.down.received or 0) > 2 * size / 1200 + 200 and not reorders(applied):
             foreign = max(foreign, (delta.down.received or 0) - int(2 * size / 1200 + 200))
         if foreign > FOREIGN_PACKETS:
             raise EnvironmentFailure(f"{foreign} packets of other traffic crossed the link during the run: another "

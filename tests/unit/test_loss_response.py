@@ -236,6 +236,12 @@ def test_a_run_disturbed_by_another_command_is_the_labs_failure(monkeypatch: pyt
     with pytest.raises(runner.EnvironmentFailure, match="other traffic"):
         runner.disturbed("linkem", mine, before, big, Protocol.H1, 2_000_000)
     runner.disturbed("linkem", mine, before, big, Protocol.H1, 20_000_000)  # ... but not for a 20 MB run
+    reordering = parse_link({"rate": "40mbit", "delay": "40ms", "jitter": "10ms", "reorder": "yes"})
+    monkeypatch.setattr(linkem, "current", lambda: reordering)
+    runner.disturbed("linkem", reordering, before, big, Protocol.H1, 2_000_000)  # a sender's spurious retransmissions
+    with pytest.raises(runner.EnvironmentFailure, match="594 packets of other traffic"):  # ... other protocols still
+        runner.disturbed("linkem", reordering, before, udp, Protocol.H1, 2_000_000)
+    monkeypatch.setattr(linkem, "current", lambda: mine)
     monkeypatch.setattr(linkem, "current", lambda: Link())  # someone's test reset the link
     with pytest.raises(runner.EnvironmentFailure, match="the link was changed during the run"):
         runner.disturbed("linkem", mine, before, before, Protocol.H1, 2_000_000)
