@@ -237,6 +237,12 @@ def test_a_run_disturbed_by_another_command_is_the_labs_failure(monkeypatch: pyt
     with pytest.raises(EnvironmentFailure, match="other traffic"):
         probes.disturbed("linkem", mine, before, big, Protocol.H1, 2_000_000)
     probes.disturbed("linkem", mine, before, big, Protocol.H1, 20_000_000)  # ... but not for a 20 MB run
+    reordering = parse_link({"rate": "40mbit", "delay": "40ms", "jitter": "10ms", "reorder": "yes"})
+    monkeypatch.setattr(linkem, "current", lambda: reordering)
+    probes.disturbed("linkem", reordering, before, big, Protocol.H1, 2_000_000)  # a sender's spurious retransmissions
+    with pytest.raises(EnvironmentFailure, match="594 packets of other traffic"):  # ... other protocols still
+        probes.disturbed("linkem", reordering, before, udp, Protocol.H1, 2_000_000)
+    monkeypatch.setattr(linkem, "current", lambda: mine)
     monkeypatch.setattr(linkem, "current", lambda: Link())  # someone's test reset the link
     with pytest.raises(EnvironmentFailure, match="the link was changed during the run"):
         probes.disturbed("linkem", mine, before, before, Protocol.H1, 2_000_000)
