@@ -104,6 +104,7 @@ class Implementation(BaseModel):
     adapter: str | None = Field(default=None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
     processes: tuple[str, ...] = ()
     migrates: bool = False  # clients: it can move its own connection to a new local address (scenario `path`)
+    writes_qlog: bool = False  # clients: it writes qlog into the directory QLOGDIR names (--capture qlog)
     # servers
     service: str | None = None
     address: str | None = Field(default=None, pattern=r"^\d{1,3}(\.\d{1,3}){3}$")
@@ -132,6 +133,8 @@ class Implementation(BaseModel):
                 raise ValueError("adapter: servers have no adapter (they are started by compose)")
             if self.migrates:
                 raise ValueError("migrates: only clients move their own connection to a new path")
+            if self.writes_qlog:
+                raise ValueError("writes_qlog: a server's qlog is its qlog instance (qlog = {command, port})")
             if self.qlog is not None and self.qlog.port == self.port:
                 raise ValueError("qlog: its port must differ from the server's own port")
             self._check_cc_instances()

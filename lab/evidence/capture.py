@@ -4,7 +4,7 @@
   delivered to (and took from) the client, `server-side.pcap` the same at the server's side.
 - keylog: the client's TLS secrets (SSLKEYLOGFILE, NSS key log format: curl/OpenSSL and gtlsclient/GnuTLS both
   write it), so Wireshark/tshark decrypt TLS and QUIC in those captures: `keys.log`.
-- qlog: from clients that write it (gtlsclient, curl-sid: QLOGDIR) as `client-*.sqlog`, and from servers whose registry
+- qlog: from clients that write it (registry `writes_qlog`) as `client-*.sqlog`, and from servers whose registry
   entry has a `qlog` instance (gtlsserver): for the run, a second server process with QLOGDIR set serves the
   same objects on another port, and the client fetches from it: `server-*.sqlog`.
 
@@ -26,13 +26,11 @@ from pathlib import Path
 
 from lab import config, docker
 from lab.endpoints import instances
-from lab.endpoints.registry import Implementation
+from lab.endpoints.registry import Implementation, registry
 from lab.errors import EnvironmentProblem, UsageError
 from lab.link import router
 
 KINDS = ("pcap", "keylog", "qlog")
-#: Clients that write qlog when QLOGDIR is set (curl 8.23 through ngtcp2; curl 8.14's OpenSSL QUIC stack does not).
-QLOG_CLIENTS = frozenset({"gtlsclient", "curl-sid"})
 _ROUTER_DIR = "/tmp/quiclab-evidence"
 _CLIENT_DIR = "/tmp/quiclab-evidence"
 _START_TIMEOUT_S = instances.START_TIMEOUT_S
@@ -125,7 +123,7 @@ def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: st
     server_qlog: str | None = None
     try:
         if "qlog" in kinds:
-            if client_name in QLOG_CLIENTS:
+            if registry().client(client_name).writes_qlog:  # (the registry's `writes_qlog`)
                 ev.client_env["QLOGDIR"] = f"{client_dir}/qlog"
             else:
                 ev.problems.append(f"{client_name} writes no qlog")

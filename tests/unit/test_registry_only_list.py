@@ -159,7 +159,6 @@ JUSTIFIED = {
     ("link/linkem.py", frozenset({"curl"})): "the curl command for linkem's HTTP API, not an implementation",
     # Not this change's file (lab/evidence/ belongs to the capture code): a registry capability for client qlog
     # would replace it, as `migrates` replaced adverse/check.py's list.
-    ("evidence/capture.py", frozenset({"gtlsclient", "curl-sid"})): "clients that write qlog (to move to the registry)",
 }
 
 
