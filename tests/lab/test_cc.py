@@ -181,7 +181,8 @@ def test_the_loss_response_of_tcp_and_of_nginx_quic_from_captures(lab_up: None, 
     docker.exec_in(config.ROUTER_CONTAINER, ["mkdir", "-p", "/tmp/cc-test"])
     docker.client().container.copy(pcap, (config.ROUTER_CONTAINER, "/tmp/cc-test/s.pcap"))
     out = docker.exec_in(config.ROUTER_CONTAINER, ["tshark", "-n", "-r", "/tmp/cc-test/s.pcap", "-Y",
-                                                   "tcp.analysis.retransmission and ip.src==10.71.2.10",
+                                                   "tcp.analysis.retransmission and ip.src=="
+                                                   f"{registry().server('nginx').address}",  # (this lab's)
                                                    "-T", "fields", "-e", "tcp.len"])
     docker.exec_in(config.ROUTER_CONTAINER, ["rm", "-rf", "/tmp/cc-test"])
     theirs = sum(int(x) for x in out.split())
