@@ -30,7 +30,8 @@ def test_each_point_and_method_shows_its_median_explained_run_with_its_figures_a
     by = {w.method: w for w in whys}
     assert why.facts(by["HTTP/2 curl→nginx"].explanation).startswith("2 round trips before the request (expected 2)")
     assert why.facts(by["HTTP/3 curl→nginx"].explanation).startswith("1 round trip before the request (expected 1)")
-    assert "1 packet dropped toward the client, as the emulator counted" in why.facts(by["HTTP/3 curl→nginx"].explanation)
+    h3 = why.facts(by["HTTP/3 curl→nginx"].explanation)
+    assert "1 packet dropped toward the client, as the emulator counted" in h3
     report.build(sweep)
     html = (sweep / "report.html").read_text()
     assert "<h2>Why, per point</h2>" in html and html.index("Why, per point") < html.index("<h2>Plots</h2>")
