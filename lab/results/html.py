@@ -9,6 +9,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lab.results import why
 from lab.results.folder import as_doc
 from lab.results.headline import HEADLINE_NOTE, sentence
 from lab.results.schema import RunRecord
@@ -151,6 +152,7 @@ def report_html(records: Sequence[RunRecord], manifest: ManifestLike, plot_dir: 
         "<h2>In short</h2>", f'<p class="note">{escape(HEADLINE_NOTE)}</p>',
         "<ul>" + "".join(f"<li>{escape(t)}</li>" for t in short) + "</ul>" if short
         else "<p>No HTTP/3 and TCP runs to compare.</p>",
+        *([w] if (w := why.section(plot_dir.parent, list(records))) else []),  # (explained runs only)
         "<h2>Plots</h2>",
         f'<div class="plot">{inline_svg(plot_dir / "goodput.svg")}</div>',
         f'<div class="plot">{inline_svg(plot_dir / "time.svg")}</div>',

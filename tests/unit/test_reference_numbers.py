@@ -23,3 +23,14 @@ def test_every_folder_the_parallel_figures_name_is_committed():
     for f in parallel.load(config.ROOT / "results/reference/parallel-labs-20261124/parallel.json"):
         folder = config.ROOT / f.folder
         assert (folder / "runs.csv").is_file() and (folder / "manifest.json").is_file(), f.folder
+
+
+def test_the_explain_worked_example_is_generated_from_its_committed_folder():
+    from lab.explain import example
+
+    blocks = {src: text for src, text in BLOCK.findall((config.ROOT / "docs" / "explain.md").read_text())}
+    folder = "results/reference/explain-nginx"
+    versus = f"{folder}/explain/versus-h3_curl_nginx-h3_curl_nginx_sid-base.json"
+    assert set(blocks) == {folder, versus}, "docs/explain.md lost a generated table of its worked example"
+    assert blocks[folder] == example.table(config.ROOT / folder)
+    assert blocks[versus] == example.split(config.ROOT / versus)

@@ -1,0 +1,66 @@
+"""The worked example's table in docs/explain.md, rendered from a committed explained sweep (results/reference/
+explain-nginx): one row per method with the medians of its runs' explain.json figures, and the `--versus` split of
+the median runs (explain/versus-*.csv is the curve; the split is recomputed here from the records). A unit test
+fails when the docs' block no longer equals what this renders from the folder."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from lab.explain.model import EXPLAIN_JSON, Explanation, Figure
+from lab.results import store
+from lab.results.stats import method_label
+
+
+def _median(values: list[float | int | None], fmt: str = ".0f") -> str:
+    known = [v for v in values if v is not None]
+    return format(statistics.median(known), fmt) if known else "-"
+
+
+def _v(f: Figure | None) -> float | int | None:
+    return None if f is None else f.value
+
+
+def table(folder: Path) -> str:
+    """Markdown: per method, n and the medians of time, drops toward the client (emulator), data lost, bytes
+    retransmitted, first-loss repair and inferred window reductions."""
+    rows: dict[str, list[tuple[float, Explanation]]] = defaultdict(list)
+    sender: dict[str, str] = {}
+    for r in store.load_runs(folder):
+        path = folder / "evidence" / r.run_key.replace("/", "_") / EXPLAIN_JSON
+        if r.status == "ok" and r.total_s is not None and path.is_file():
+            sender.setdefault(method_label(r.protocol, r.client, r.server), r.cc_sender or "?")
+            rows[method_label(r.protocol, r.client, r.server)].append(
+                (r.total_s, Explanation.model_validate_json(path.read_text())))
+    out = ["| method (sender) | runs | time s | drops toward the client (emulator) | data packets lost | bytes "
+           "retransmitted | first loss repaired in ms | window reductions |",
+           "|---|---|---|---|---|---|---|---|"]
+    for method, runs in sorted(rows.items()):
+        es = [e for _, e in runs]
+        down = [e.path.down if e.path is not None else None for e in es]
+        out.append("| " + " | ".join([
+            f"{method} ({sender[method]})", str(len(runs)), _median([t for t, _ in runs], ".3g"),
+            f"{_median([_v(d.dropped) if d else None for d in down])} "
+            f"({_median([_v(d.emulator_dropped) if d else None for d in down])})",
+            _median([_v(e.loss.data_packets_lost) if e.loss else None for e in es]),
+            _median([_v(e.loss.bytes_retransmitted) if e.loss else None for e in es]),
+            _median([_v(e.loss.first_loss_repair_ms) if e.loss else None for e in es]),
+            _median([_v(e.window.loss_episodes) if e.window else None for e in es])]) + " |")
+    return "\n".join(out) + "\n"
+
+
+def split(versus_json: Path) -> str:
+    """Markdown: the `--versus --json` record of the two median runs, its split of the time difference."""
+    d = json.loads(versus_json.read_text())
+    a, b = d["a"], d["b"]
+    out = [f"| `--versus` | {a['method']} | {b['method']} | difference |", "|---|---|---|---|"]
+    for key, label in (("total_ms", "the median run's transfer time ms"), ("handshake_ms", "handshake ms"),
+                       ("loss_recovery_ms", "loss recovery ms"), ("rest_ms", "rest ms")):
+        diff = d["difference_ms" if key == "total_ms" else key]
+        out.append(f"| {label} | {a[key]:.0f} | {b[key]:.0f} | {diff:.0f} |")
+    out.append(f"| stalled behind a hole ms | {a['stalled_ms']:.0f} | {b['stalled_ms']:.0f} | |")
+    out.append(f"| hole episodes | {a['episodes']} | {b['episodes']} | |")
+    return "\n".join(out) + "\n"
