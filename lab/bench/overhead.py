@@ -126,3 +126,44 @@ def client_start(n: int = 20) -> ClientStart:
 def to_json(rows: list[SweepFigures], start: ClientStart | None = None) -> str:
     return json.dumps({"sweeps": [asdict(r) for r in rows], "client_start": asdict(start) if start else None},
                       indent=2)
+
+
+def load(path: Path) -> tuple[list[SweepFigures], ClientStart | None]:
+    """A committed overhead.json (what `quiclab bench overhead` writes)."""
+    doc = json.loads(path.read_text())
+    start = doc.get("client_start")
+    return [SweepFigures(**r) for r in doc["sweeps"]], ClientStart(**start) if start else None
+
+
+def markdown(rows: list[SweepFigures], start: ClientStart | None) -> str:
+    """The benchmark's table as docs/benchmarks.md quotes it (generated from its json, never typed)."""
+    out = ["| path | runs ok | overhead median (p90) ms | transfers s | runs' span s | span ÷ transfers "
+           "| CPU steal % |",
+           "|---|---|---|---|---|---|---|"]
+    out += [f"| {r.mode} | {r.ok}/{r.runs} | {r.overhead_median_ms:.1f} ({r.overhead_p90_ms:.1f}) | "
+            f"{r.transfers_s:.2f} | {r.span_s:.2f} | {r.span_over_transfers:.2f} | {r.steal_pct:.0f} |" for r in rows]
+    if start is not None:
+        out.append(f"\n`curl --version` through the agent {start.curl_version_ms:.1f} ms, `true` through the agent "
+                   f"{start.agent_true_ms:.1f} ms (medians of {start.n}).")
+    return "\n".join(out) + "\n"
+
+
+TIMES = "\u00d7"  # the multiplication sign, as the docs write it
+
+
+def sentence(small: list[SweepFigures], large: list[SweepFigures], folder: str) -> str:
+    """The README's line on a run's cost: the default path's (agent) overhead and span over transfers, small and
+    large objects, from the committed benchmark."""
+    a = [r for r in small if r.mode == "agent"]
+    b = [r for r in large if r.mode == "agent"]
+    med = sorted(r.overhead_median_ms for r in a)
+    spans = sorted(r.span_over_transfers for r in a)
+    big = sorted(r.span_over_transfers for r in b)
+
+    def span(v: list[float], fmt: str) -> str:
+        return format(v[0], fmt) if v[0] == v[-1] or format(v[0], fmt) == format(v[-1], fmt) \
+            else f"{format(v[0], fmt)}-{format(v[-1], fmt)}"
+
+    return (f"A run costs {span(med, '.1f')} ms around its transfer (median per sweep; the client agent keeps the "
+            f"next run's curl started), so a sweep of 10 kB objects spends {span(spans, '.2f')}{TIMES} its transfer "
+            f"time and a sweep of 10 MB objects {span(big, '.3f')}{TIMES} ({folder}, docs/benchmarks.md).\n")

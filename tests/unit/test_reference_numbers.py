@@ -34,3 +34,15 @@ def test_the_explain_worked_example_is_generated_from_its_committed_folder():
     assert set(blocks) == {folder, versus}, "docs/explain.md lost a generated table of its worked example"
     assert blocks[folder] == example.table(config.ROOT / folder)
     assert blocks[versus] == example.split(config.ROOT / versus)
+
+
+def test_the_per_run_overhead_figures_are_generated_from_their_committed_benchmark():
+    from lab.bench import overhead
+
+    folder = "results/reference/overhead-20261124"
+    small, large = (overhead.load(config.ROOT / folder / f"overhead-{s}.json") for s in ("10kB", "10MB"))
+    docs = {src: text for src, text in BLOCK.findall(DOC.read_text())}
+    assert docs[f"{folder}/overhead-10kB.json"] == overhead.markdown(*small)
+    assert docs[f"{folder}/overhead-10MB.json"] == overhead.markdown(*large)
+    readme = {src: text for src, text in BLOCK.findall((config.ROOT / "README.md").read_text())}
+    assert readme[folder] == overhead.sentence(small[0], large[0], folder)
