@@ -62,7 +62,33 @@ class Window(BaseModel):
     flight_reductions: Figure  # episodes after which the sender's bytes in flight fell below 85 % of before
     window_full: Figure  # TCP: segments that filled the receiver's window (tshark tcp.analysis.window_full)
     zero_window: Figure  # TCP: zero-window advertisements from the client
-    flow_control_limited_share: Figure  # TCP: share of the transfer spent after a window-full segment
+    flow_control_limited_share: Figure  # receiver-limited share of the sending time (lab/explain/limits.py)
+    sender_limited_share: Figure | None = None  # data in flight, window open: congestion window, pacing, recovery
+    application_limited_share: Figure | None = None  # nothing in flight: nothing to send
+
+
+class StreamHol(BaseModel):
+    """One response stream's head-of-line blocking (lab/explain/hol.py)."""
+
+    stream_id: int
+    response_bytes: int  # its bytes seen (TCP: of the byte stream its frames occupy; QUIC: its highest offset)
+    bytes_held: int  # received above a hole below them, so not deliverable on arrival
+    hole_fill_delay_ms: float  # the longest one of its held bytes waited for the hole(s) below it to fill
+    mean_wait_ms: float  # its held bytes' mean wait
+    holes: int  # hole episodes it had bytes held behind
+
+
+class HeadOfLine(BaseModel):
+    """Multi-object runs: per stream, the bytes held behind a hole and how long (client-side capture)."""
+
+    level: Literal["tcp byte stream", "quic stream"]  # what a hole blocks: every stream above it, or one stream
+    holes: Figure
+    streams: Figure
+    streams_held: Figure
+    bytes_held: Figure
+    longest_hole_fill_delay_ms: Figure
+    per_stream: list[StreamHol] = []
+    note: str = ""
 
 
 class Reason(BaseModel):
@@ -80,6 +106,7 @@ class Explanation(BaseModel):
     path: PathTruth | None = None
     loss: LossRecovery | None = None
     window: Window | None = None
+    head_of_line: HeadOfLine | None = None  # multi-object runs (HTTP/2, HTTP/3) only
     reasons: list[Reason] = Field(default_factory=list)
 
     @classmethod
