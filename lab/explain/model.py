@@ -108,8 +108,33 @@ class Explanation(BaseModel):
     window: Window | None = None
     head_of_line: HeadOfLine | None = None  # multi-object runs (HTTP/2, HTTP/3) only
     reasons: list[Reason] = Field(default_factory=list)
+    timeline: Timeline | None = None  # explained runs of bulk transfers: the split and curve (lab/explain/timeline.py)
 
     @classmethod
     def unexplainable(cls, run_key: str, protocol: str, why: str) -> Explanation:
         return cls(run_key=run_key, protocol=protocol, transport="quic" if protocol == "h3" else "tcp",
                    status="not explainable", why=why)
+
+
+class Timeline(BaseModel):
+    """The run's own transfer time split as `quiclab explain --versus` splits it (lab/explain/versus.py; ms from the
+    client's first packet, client side of the emulator), and its delivered-bytes-vs-time curve downsampled: what the
+    report's versus part needs offline (lab/results/why.py). handshake + loss recovery + rest = total (to rounding)."""
+
+    total_ms: float  # the run's transfer time (runs.csv total_s)
+    handshake_ms: float  # the client's first packet -> its request
+    loss_recovery_ms: float  # stalled_ms + resent_ms, after the request
+    rest_ms: float  # total - handshake - loss recovery
+    stalled_ms: float  # hole episodes: the time the link sat unused while a hole was open
+    resent_ms: float  # the link time of the re-sent bytes
+    episodes: int  # hole episodes after the request
+    resent_bytes: int
+    last_byte_ms: float | None  # the last new byte at the client's side, beside total_ms as a check
+    rate_bps: float | None  # the configured downlink rate the link times use (None: unshaped)
+    curve_points: int  # points of the full curve (one per server packet with payload) before downsampling
+    t_ms: list[float] = []  # the curve, at most timeline.MAX_POINTS points: time from the client's first packet
+    in_order_bytes: list[int] = []  # bytes delivered without a hole below them
+    received_bytes: list[int] = []  # bytes received at all (each once)
+
+
+Explanation.model_rebuild()  # its `timeline` names Timeline, defined after it

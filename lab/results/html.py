@@ -72,7 +72,12 @@ def inline_svg(path: Path) -> str:
     """An SVG file as an inline element: XML prologue, doctype, metadata and fixed size removed."""
     if not path.is_file():
         return f'<p class="note">plot missing: {escape(path.name)}</p>'
-    svg = _SVG_PROLOGUE.sub("", path.read_text()).strip()
+    return svg_element(path.read_text())
+
+
+def svg_element(svg: str) -> str:
+    """An SVG document's text as an inline element: XML prologue, doctype, metadata and fixed size removed."""
+    svg = _SVG_PROLOGUE.sub("", svg).strip()
     return re.sub(r'(<svg\b[^>]*?)\s+width="[^"]*"\s+height="[^"]*"', r"\1", svg, count=1)
 
 
