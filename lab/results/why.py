@@ -155,7 +155,7 @@ def curves_svg(title: str, curves: Sequence[tuple[str, Timeline]], salt: str) ->
     import matplotlib
     from matplotlib.figure import Figure
 
-    from lab.results.html import svg_element
+    from lab.results.svg import svg_element
 
     fig = Figure(figsize=(8, 4.2), layout="constrained")
     ax = fig.add_subplot()
