@@ -19,7 +19,8 @@ from lab.explain.model import Explanation, Figure
 from lab.results.report import load_sweep
 
 COLUMNS = ("run", "status", "round trips", "handshake ms", "TTFB ms", "min RTT ms", "drops down", "drops up",
-           "data lost", "retx bytes", "spurious", "first loss ms", "repair ms", "loss episodes")
+           "data lost", "retx bytes", "spurious", "first loss ms", "repair ms", "loss episodes", "timeouts",
+           "streams held")
 
 
 def _v(f: Figure | None) -> str:
@@ -41,7 +42,13 @@ def row(e: Explanation) -> list[str]:
     return [e.run_key, e.status, rts, _v(hs and hs.handshake_ms), _v(hs and hs.ttfb_ms), _v(pt and pt.min_rtt_ms),
             _drops(e, True), _drops(e, False), _v(lr and lr.data_packets_lost), _v(lr and lr.bytes_retransmitted),
             _v(lr and lr.spurious_retransmissions), _v(lr and lr.first_loss_ms), _v(lr and lr.first_loss_repair_ms),
-            _v(w and w.loss_episodes)]
+            _v(w and w.loss_episodes), _v(lr and lr.timeouts), _held(e)]
+
+
+def _held(e: Explanation) -> str:
+    """Head-of-line: streams with bytes held behind a hole / response streams (multi-object runs only)."""
+    h = e.head_of_line
+    return "-" if h is None else f"{_v(h.streams_held)}/{_v(h.streams)}"
 
 
 def register(app: typer.Typer) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lab.evidence.pcap import Packet
+from lab.explain import hol, limits
 from lab.explain import path as pathmod
 from lab.explain.model import (
     Direction,
@@ -101,6 +102,7 @@ def explain(inp: RunInputs) -> Explanation:
         losses = _losses(inp, transport, client_ip, arrival, t0, min_rtt)
         e.loss = losses.record
         e.window = _window(inp, transport, client_ip, losses, min_rtt)
+    e.head_of_line, _ = hol.head_of_line(inp.protocol, inp.client_rows, inp.server_rows, client_ip)
     e.reasons = _reasons(e, inp)
     return e
 
@@ -261,6 +263,38 @@ def _timeouts(inp: RunInputs, client_ip: str, min_rtt: float | None) -> int | No
     return n
 
 
+#: a server packet sent within this long of a client packet's arrival may be that packet's answer (ACK-clocked)
+ACK_CLOCKED_S = 0.002
+
+
+def _quic_timeouts(inp: RunInputs, client_ip: str, min_rtt: float | None) -> int | None:
+    """QUIC probe timeouts (PTO, RFC 9002 6.2) seen from the server side of the emulator: a 1-RTT packet the
+    server sent with bytes in flight after it had been silent for at least the minimum RTT (a PTO is at least the
+    smoothed RTT plus its variation) and not as the answer to a client packet that had just arrived."""
+    if not min_rtt:
+        return None
+    n = 0
+    last_send = last_client = None
+    unacked: dict[int, int] = {}
+    largest = -1
+    for r in inp.server_rows:
+        if r.src == client_ip:
+            last_client = r.time
+            if r.short:
+                largest = max([largest, *r.acked])
+                for pn in [pn for pn in unacked if pn <= largest]:
+                    del unacked[pn]
+            continue
+        if r.short and not r.long_types and r.pns:
+            if (unacked and last_send is not None and r.time - last_send >= min_rtt
+                    and (last_client is None or r.time - last_client > ACK_CLOCKED_S)):
+                n += 1
+            if not r.quic_frame_types or set(r.quic_frame_types) - limits.NOT_ACK_ELICITING:
+                unacked[r.pns[-1]] = r.udp_len  # (older tshark output without frame types: every packet)
+        last_send = r.time
+    return n
+
+
 def _losses(inp: RunInputs, transport: str, client_ip: str, arrival: list[float | None], t0: float,
             min_rtt: float | None) -> Losses:
     sent = _data_sent(inp, transport, client_ip, arrival)
@@ -298,7 +332,8 @@ def _losses(inp: RunInputs, transport: str, client_ip: str, arrival: list[float 
         k = sent.index(first)
         fix = next((x for x in sent[k + 1:] if x.arrival is not None and _covers(x, sid, off)), None)
         repair = None if fix is None or fix.arrival is None else fix.arrival - first.row.time
-    timeouts = _timeouts(inp, client_ip, min_rtt) if transport == "tcp" else None
+    timeouts = (_timeouts(inp, client_ip, min_rtt) if transport == "tcp"
+                else _quic_timeouts(inp, client_ip, min_rtt))
     tshark_spurious = sum(1 for r in inp.server_rows if r.src != client_ip and r.spurious)
     unit = "bytes of the TCP stream" if transport == "tcp" else "bytes of its stream"
     rec = LossRecovery(
@@ -315,7 +350,8 @@ def _losses(inp: RunInputs, transport: str, client_ip: str, arrival: list[float 
         timeouts=_fig(timeouts, "retransmissions", note=(
             "not a fast retransmission (tshark), after the server was silent for the minimum RTT: an RTO or "
             "a tail-loss probe" if transport == "tcp"
-            else "QUIC: PTOs are not told apart from other retransmissions yet")),
+            else "a probe timeout (PTO): a packet sent with bytes in flight after the server was silent for the "
+                 "minimum RTT, not within 2 ms of a client packet's arrival (server-side capture)")),
         first_loss_offset=_fig(first.ranges[0][1] if first else None, unit,
                                note=f"stream {first.ranges[0][0]}" if first and transport == "quic" else ""),
         first_loss_ms=_fig(_ms(first.row.time - t0) if first else None, "ms",
@@ -368,16 +404,14 @@ def _window(inp: RunInputs, transport: str, client_ip: str, losses: Losses, min_
             if before.size and after.size and after.max() < FLIGHT_FELL * before.max():
                 fell += 1
     wf = zf = None
-    share = None
     if transport == "tcp":
         data = [r for r in inp.server_rows if r.src != client_ip and r.tcp_len > 0]
         wf = sum(1 for r in data if r.window_full)
         zf = sum(1 for r in inp.server_rows if r.src == client_ip and r.zero_window)
-        if len(data) > 1 and data[-1].time > data[0].time:
-            times = np.array([r.time for r in data])
-            gaps = np.diff(times)
-            full = np.array([r.window_full for r in data[:-1]])
-            share = float(gaps[full].sum() / (times[-1] - times[0]))
+    req = next((r.time for r in inp.server_rows if r.src == client_ip and _is_request(r, transport)), None)
+    sh = (limits.tcp if transport == "tcp" else limits.quic)(inp.server_rows, client_ip, req)
+    span = (f"; share of the sending time ({sh.seconds * 1000:.0f} ms: the server's first data packet after the "
+            "request to its last; server-side capture)" if sh else "")
     note_tcp = "" if transport == "tcp" else "TCP only"
     return Window(
         loss_episodes=_fig(len(starts), "reductions", note="inferred: one per round of loss (RFC 6675/9002)"),
@@ -387,8 +421,15 @@ def _window(inp: RunInputs, transport: str, client_ip: str, losses: Losses, min_
                else "; 1-RTT packets above the client's largest acknowledged"))),
         window_full=_fig(wf, "segments", note=note_tcp or "tshark tcp.analysis.window_full"),
         zero_window=_fig(zf, "advertisements", note=note_tcp or "tshark tcp.analysis.zero_window"),
-        flow_control_limited_share=_fig(share, "share", note=note_tcp or
-                                        "time from a window-full segment to the next data segment"))
+        flow_control_limited_share=_fig(sh and sh.receiver, "share", note=(
+            ("receiver-limited: bytes in flight + one segment above the client's advertised window"
+             if transport == "tcp" else "receiver-limited: the server said it was blocked "
+             "(DATA_BLOCKED/STREAM_DATA_BLOCKED) and no limit was raised yet") + span)),
+        sender_limited_share=_fig(sh and sh.sender, "share", note=(
+            "data in flight, the receiver's window open: the congestion window, pacing or loss recovery (not told "
+            "apart by a capture)" + span)),
+        application_limited_share=_fig(sh and sh.application, "share", note=(
+            "nothing in flight: the sender had nothing to send" + span)))
 
 
 def _reasons(e: Explanation, inp: RunInputs) -> list[Reason]:
@@ -417,9 +458,22 @@ def _reasons(e: Explanation, inp: RunInputs) -> list[Reason]:
         fell = w.flight_reductions.value
         out.append(Reason(text=(f"window: {w.loss_episodes.value} loss episodes (inferred reductions); bytes in "
                                 f"flight fell after {fell if fell is not None else '?'} of them"), cost_ms=None))
-    if w and w.flow_control_limited_share.value:
-        out.append(Reason(text=(f"flow control: the receiver's window was full {w.window_full.value} times, "
-                                f"{w.flow_control_limited_share.value:.0%} of the transfer"), cost_ms=None))
+    if w and w.sender_limited_share is not None and w.sender_limited_share.value is not None:
+        shares = [(w.sender_limited_share.value, "sender-limited (congestion window, pacing or recovery)"),
+                  (w.flow_control_limited_share.value or 0.0, "receiver-limited (flow control)"),
+                  (w.application_limited_share.value if w.application_limited_share else 0.0,
+                   "application-limited (nothing in flight)")]
+        out.append(Reason(text="sending time: " + ", ".join(f"{v:.0%} {name}" for v, name in shares if v),
+                          cost_ms=None))
+    if e.head_of_line is not None and e.head_of_line.streams_held.value:
+        h = e.head_of_line
+        out.append(Reason(text=(
+            f"head-of-line ({h.level}): {h.streams_held.value} of {h.streams.value} streams had bytes held behind "
+            f"a hole ({h.bytes_held.value} bytes, {h.holes.value} holes); the longest wait "
+            f"{h.longest_hole_fill_delay_ms.value} ms"), cost_ms=None))
+    if lr and lr.timeouts.value:
+        out.append(Reason(text=f"timeouts: {lr.timeouts.value} retransmission/probe timeouts (the sender waited "
+                               "for a timer, not for acknowledgments)", cost_ms=None))
     if pt and pt.min_rtt_ms.value is not None and pt.configured_rtt_ms.value:
         out.append(Reason(text=f"path: minimum RTT seen {pt.min_rtt_ms.value} ms, configured "
                                f"{pt.configured_rtt_ms.value} ms", cost_ms=None))

@@ -26,7 +26,7 @@ def _v(f: Figure | None) -> float | int | None:
 
 def table(folder: Path) -> str:
     """Markdown: per method, n and the medians of time, drops toward the client (emulator), data lost, bytes
-    retransmitted, first-loss repair and inferred window reductions."""
+    retransmitted, first-loss repair, inferred window reductions and timeouts (QUIC: PTOs)."""
     rows: dict[str, list[tuple[float, Explanation]]] = defaultdict(list)
     sender: dict[str, str] = {}
     for r in store.load_runs(folder):
@@ -36,8 +36,8 @@ def table(folder: Path) -> str:
             rows[method_label(r.protocol, r.client, r.server)].append(
                 (r.total_s, Explanation.model_validate_json(path.read_text())))
     out = ["| method (sender) | runs | time s | drops toward the client (emulator) | data packets lost | bytes "
-           "retransmitted | first loss repaired in ms | window reductions |",
-           "|---|---|---|---|---|---|---|---|"]
+           "retransmitted | first loss repaired in ms | window reductions | probe timeouts |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for method, runs in sorted(rows.items()):
         es = [e for _, e in runs]
         down = [e.path.down if e.path is not None else None for e in es]
@@ -48,7 +48,8 @@ def table(folder: Path) -> str:
             _median([_v(e.loss.data_packets_lost) if e.loss else None for e in es]),
             _median([_v(e.loss.bytes_retransmitted) if e.loss else None for e in es]),
             _median([_v(e.loss.first_loss_repair_ms) if e.loss else None for e in es]),
-            _median([_v(e.window.loss_episodes) if e.window else None for e in es])]) + " |")
+            _median([_v(e.window.loss_episodes) if e.window else None for e in es]),
+            _median([_v(e.loss.timeouts) if e.loss else None for e in es])]) + " |")
     return "\n".join(out) + "\n"
 
 

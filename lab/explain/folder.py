@@ -2,6 +2,7 @@
 
 `explain_run` takes the function that produces tshark's rows of a capture (`tshark.fields` on the lab; tests pass
 committed tshark output), so everything here but that function is sans-IO apart from reading and writing files.
+An explained run's record also carries its transfer-time split and curve (lab/explain/timeline.py) for the report.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from lab.errors import EnvironmentProblem, QuiclabError, UsageError
 from lab.evidence.pcap import Packet, PcapError, read_pcap
+from lab.explain import timeline
 from lab.explain.analyze import RunInputs, explain
 from lab.explain.model import EXPLAIN_JSON, Explanation
 from lab.explain.path import header_extras
@@ -87,7 +89,10 @@ def explain_run(record: RunRecord, evdir: Path, tshark: TsharkFields) -> Explana
         configured_rtt_s=record.rtt_s,
         counter_drops=(_drops(record.link_down_loss_drops, record.link_down_queue_drops),
                        _drops(record.link_up_loss_drops, record.link_up_queue_drops)))
-    return explain(inp)
+    e = explain(inp)
+    if e.status == "explained":  # the split and curve of --versus, for the report (an invalid run's are not)
+        e.timeline = timeline.of_run(inp.client_rows, record)
+    return e
 
 
 def write(evdir: Path, e: Explanation) -> Path:

@@ -62,7 +62,33 @@ class Window(BaseModel):
     flight_reductions: Figure  # episodes after which the sender's bytes in flight fell below 85 % of before
     window_full: Figure  # TCP: segments that filled the receiver's window (tshark tcp.analysis.window_full)
     zero_window: Figure  # TCP: zero-window advertisements from the client
-    flow_control_limited_share: Figure  # TCP: share of the transfer spent after a window-full segment
+    flow_control_limited_share: Figure  # receiver-limited share of the sending time (lab/explain/limits.py)
+    sender_limited_share: Figure | None = None  # data in flight, window open: congestion window, pacing, recovery
+    application_limited_share: Figure | None = None  # nothing in flight: nothing to send
+
+
+class StreamHol(BaseModel):
+    """One response stream's head-of-line blocking (lab/explain/hol.py)."""
+
+    stream_id: int
+    response_bytes: int  # its bytes seen (TCP: of the byte stream its frames occupy; QUIC: its highest offset)
+    bytes_held: int  # received above a hole below them, so not deliverable on arrival
+    hole_fill_delay_ms: float  # the longest one of its held bytes waited for the hole(s) below it to fill
+    mean_wait_ms: float  # its held bytes' mean wait
+    holes: int  # hole episodes it had bytes held behind
+
+
+class HeadOfLine(BaseModel):
+    """Multi-object runs: per stream, the bytes held behind a hole and how long (client-side capture)."""
+
+    level: Literal["tcp byte stream", "quic stream"]  # what a hole blocks: every stream above it, or one stream
+    holes: Figure
+    streams: Figure
+    streams_held: Figure
+    bytes_held: Figure
+    longest_hole_fill_delay_ms: Figure
+    per_stream: list[StreamHol] = []
+    note: str = ""
 
 
 class Reason(BaseModel):
@@ -80,9 +106,35 @@ class Explanation(BaseModel):
     path: PathTruth | None = None
     loss: LossRecovery | None = None
     window: Window | None = None
+    head_of_line: HeadOfLine | None = None  # multi-object runs (HTTP/2, HTTP/3) only
     reasons: list[Reason] = Field(default_factory=list)
+    timeline: Timeline | None = None  # explained runs of bulk transfers: the split and curve (lab/explain/timeline.py)
 
     @classmethod
     def unexplainable(cls, run_key: str, protocol: str, why: str) -> Explanation:
         return cls(run_key=run_key, protocol=protocol, transport="quic" if protocol == "h3" else "tcp",
                    status="not explainable", why=why)
+
+
+class Timeline(BaseModel):
+    """The run's own transfer time split as `quiclab explain --versus` splits it (lab/explain/versus.py; ms from the
+    client's first packet, client side of the emulator), and its delivered-bytes-vs-time curve downsampled: what the
+    report's versus part needs offline (lab/results/why.py). handshake + loss recovery + rest = total (to rounding)."""
+
+    total_ms: float  # the run's transfer time (runs.csv total_s)
+    handshake_ms: float  # the client's first packet -> its request
+    loss_recovery_ms: float  # stalled_ms + resent_ms, after the request
+    rest_ms: float  # total - handshake - loss recovery
+    stalled_ms: float  # hole episodes: the time the link sat unused while a hole was open
+    resent_ms: float  # the link time of the re-sent bytes
+    episodes: int  # hole episodes after the request
+    resent_bytes: int
+    last_byte_ms: float | None  # the last new byte at the client's side, beside total_ms as a check
+    rate_bps: float | None  # the configured downlink rate the link times use (None: unshaped)
+    curve_points: int  # points of the full curve (one per server packet with payload) before downsampling
+    t_ms: list[float] = []  # the curve, at most timeline.MAX_POINTS points: time from the client's first packet
+    in_order_bytes: list[int] = []  # bytes delivered without a hole below them
+    received_bytes: list[int] = []  # bytes received at all (each once)
+
+
+Explanation.model_rebuild()  # its `timeline` names Timeline, defined after it

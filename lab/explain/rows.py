@@ -13,7 +13,11 @@ FIELDS = ("frame.number", "frame.time_epoch", "ip.src", "tcp.len", "tcp.seq", "t
           "tcp.analysis.window_full", "tcp.analysis.zero_window", "tcp.analysis.bytes_in_flight",
           "tcp.analysis.ack_rtt", "tls.handshake.type", "http2.type", "http.request", "http.response",
           "udp.length", "quic.header_form", "quic.long.packet_type", "quic.packet_number", "quic.stream.stream_id",
-          "quic.stream.offset", "quic.stream.length", "quic.ack.largest_acknowledged", "http3.frame_type")
+          "quic.stream.offset", "quic.stream.length", "quic.ack.largest_acknowledged", "http3.frame_type",
+          # (added later: a capture's output without them reads as empty)
+          "http2.streamid", "tcp.stream", "tcp.window_size", "quic.frame_type", "tcp.ack")
+#: the columns every row must have (the first FIELDS); later ones may be missing in older output
+BASE_FIELDS = 25
 HS_FINISHED = 20
 H2_HEADERS = 1
 H3_HEADERS = 1
@@ -66,6 +70,11 @@ class Row:
     stream_lengths: list[int] = field(default_factory=list)
     acked: list[int] = field(default_factory=list)  # largest acknowledged of each ACK frame
     h3_types: list[int] = field(default_factory=list)
+    h2_stream_ids: list[int] = field(default_factory=list)  # per HTTP/2 frame, beside h2_types
+    tcp_stream: int | None = None  # tshark's connection index
+    tcp_window: int | None = None  # the advertised receive window, scaled (bytes)
+    quic_frame_types: list[int] = field(default_factory=list)
+    tcp_ack: int | None = None  # relative (tshark): the next byte the sender of this segment expects
 
     def streams(self) -> list[tuple[int, int, int]]:
         """(stream id, offset, length) of its STREAM frames; offsets absent (no OFF bit) read as 0 only when
@@ -85,8 +94,9 @@ def parse(text: str) -> list[Row]:
     rows = []
     for line in text.splitlines():
         c = line.split("\t")
-        if len(c) < len(FIELDS):
+        if len(c) < BASE_FIELDS:
             continue
+        c += [""] * (len(FIELDS) - len(c))
         num, t = c[0], _float(c[1])
         if not num.isdigit() or t is None:
             continue
@@ -99,5 +109,8 @@ def parse(text: str) -> list[Row]:
             h2_types=_ints(c[13]), http_request=bool(c[14]), http_response=bool(c[15]),
             udp_len=(_ints(c[16]) or [0])[0], long_types=_ints(c[18]),
             short=any(f in ("0", "False") for f in forms), pns=_ints(c[19]), stream_ids=_ints(c[20]),
-            stream_offsets=_ints(c[21]), stream_lengths=_ints(c[22]), acked=_ints(c[23]), h3_types=_ints(c[24])))
+            stream_offsets=_ints(c[21]), stream_lengths=_ints(c[22]), acked=_ints(c[23]), h3_types=_ints(c[24]),
+            h2_stream_ids=_ints(c[25]), tcp_stream=(_ints(c[26]) or [None])[0],
+            tcp_window=(_ints(c[27]) or [None])[0], quic_frame_types=_ints(c[28]),
+            tcp_ack=(_ints(c[29]) or [None])[0]))
     return rows

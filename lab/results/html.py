@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
@@ -32,6 +31,7 @@ from lab.results.summary import (
     self_check_table,
     stats_table,
 )
+from lab.results.svg import svg_element
 from lab.results.sweep_stats import SweepStats, sweep_stats
 
 if TYPE_CHECKING:
@@ -52,9 +52,6 @@ table.kv td:first-child { font-weight: 600; min-width: 11em; } table.kv td.num {
 pre { background: #f6f8fa; padding: 1em; overflow-x: auto; font-size: 12px; }
 details summary { cursor: pointer; font-weight: 600; }
 """
-_SVG_PROLOGUE = re.compile(r"<\?xml.*?\?>|<!DOCTYPE.*?>|<metadata>.*?</metadata>|<!--.*?-->", re.S)
-
-
 def _td(c: str) -> str:
     numeric = c.lstrip("<>")[:1].isdigit() or c in (NA, "?", ">?", "<?")  # bounds (">120") are numbers too
     return f'<td class="num">{escape(c)}</td>' if numeric else f"<td>{escape(c)}</td>"
@@ -72,8 +69,7 @@ def inline_svg(path: Path) -> str:
     """An SVG file as an inline element: XML prologue, doctype, metadata and fixed size removed."""
     if not path.is_file():
         return f'<p class="note">plot missing: {escape(path.name)}</p>'
-    svg = _SVG_PROLOGUE.sub("", path.read_text()).strip()
-    return re.sub(r'(<svg\b[^>]*?)\s+width="[^"]*"\s+height="[^"]*"', r"\1", svg, count=1)
+    return svg_element(path.read_text())
 
 
 def _kv(items: Sequence[tuple[str, str]]) -> str:

@@ -111,3 +111,45 @@ def versus_adds_up(tmp_path: Path, h2: Path, h3: Path) -> None:
     assert abs(parts - v["median_difference_ms"]) <= 0.05 * abs(v["median_difference_ms"]), v
     assert v["a"]["loss_recovery_ms"] > 0 and v["b"]["loss_recovery_ms"] > 0, v
     assert Path(v["curves_csv"]).is_file()
+
+
+PAGES = """name = "explain-hol"
+protocols = ["h2", "h3"]
+clients = ["curl"]
+servers = ["nginx"]
+repeats = 2
+seed = 25
+timeout = 120
+capture = ["pcap", "keylog"]
+[link]
+rtt = "40ms"
+rate = "20mbit"
+loss = "3%"
+[sweep]
+workload = ["page:20x50kB"]
+"""
+
+
+def test_a_page_load_under_loss_shows_http2_streams_held_behind_a_tcp_hole(lab_up, tmp_path):
+    """Issue 25: head-of-line per stream. 20 objects over one HTTP/2 connection at 3 % loss: the TCP byte stream's
+    holes hold streams above them (positive hole-fill delays, charged to the streams with data past the hole); over
+    HTTP/3 the record is per QUIC stream."""
+    scenario = tmp_path / "explain-hol.toml"
+    scenario.write_text(PAGES)
+    done = quiclab("sweep", "--scenario", str(scenario), "--out", str(tmp_path / "hol"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    folder = next(p for p in (tmp_path / "hol").iterdir() if p.is_dir())
+    records = read_runs(folder / "runs.csv").records
+    assert len(records) == 4 and {r.status for r in records} == {"ok"}
+    got = explain(folder)
+    assert set(got) == {r.run_key for r in records}
+    for key, e in got.items():
+        assert e["status"] == "explained", e["why"]
+        h = e["head_of_line"]
+        assert h is not None and h["streams"]["value"] == 20, key
+        assert h["level"] == ("tcp byte stream" if "/h2/" in key else "quic stream")
+        held = [s for s in h["per_stream"] if s["bytes_held"] > 0]
+        assert len(held) == h["streams_held"]["value"]
+        if "/h2/" in key and e["loss"]["data_packets_lost"]["value"]:
+            # a lost TCP segment with data behind it: streams held, each with a positive hole-fill delay
+            assert held and all(s["hole_fill_delay_ms"] > 0 for s in held), h
