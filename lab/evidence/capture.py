@@ -62,6 +62,7 @@ class Evidence:
     server_port: int | None = None  # where the client fetches from instead (a server's qlog instance)
     files: list[Path] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    kinds: tuple[str, ...] = ()  # what is captured (pcap, keylog, qlog)
 
     def relative(self) -> list[str]:
         return [str(f.relative_to(self.root)) for f in self.files]
@@ -110,7 +111,7 @@ def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: st
     """Capture while the block runs a transfer; the block passes `ev.client_env` to the client and fetches from
     `ev.server_port` if set. Files land in `folder` (under `root`, the folder the paths are relative to).
     `server_env` goes to a server qlog instance (e.g. CC: the run's sender congestion control, lab/run/sender.py)."""
-    ev = Evidence(root=root, folder=folder)
+    ev = Evidence(root=root, folder=folder, kinds=kinds)
     if not kinds:
         yield ev
         return

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lab.evidence.pcap import Packet
-from lab.explain import hol, limits
+from lab.explain import hol, limits, ss
 from lab.explain import path as pathmod
 from lab.explain.model import (
     Direction,
@@ -43,6 +43,7 @@ class RunInputs:
     server_extras: list[bytes] = field(default_factory=list)
     counter_drops: tuple[int | None, int | None] = (None, None)  # the emulator's drops (down, up) over the run
     problems: list[str] = field(default_factory=list)  # e.g. a capture cut short: the run is not explainable
+    sender_socket: str | None = None  # sender-socket.txt (ss as the sender's connections closed), TCP only
 
 
 #: a run's last moments, beyond half its RTT, in which the emulator's counters (read as the transfer ends) and the
@@ -103,6 +104,8 @@ def explain(inp: RunInputs) -> Explanation:
         e.loss = losses.record
         e.window = _window(inp, transport, client_ip, losses, min_rtt)
     e.head_of_line, _ = hol.head_of_line(inp.protocol, inp.client_rows, inp.server_rows, client_ip)
+    if transport == "tcp" and inp.sender_socket:
+        e.sender_kernel = ss.kernel(ss.parse(inp.sender_socket))
     e.reasons = _reasons(e, inp)
     return e
 
@@ -471,6 +474,14 @@ def _reasons(e: Explanation, inp: RunInputs) -> list[Reason]:
             f"head-of-line ({h.level}): {h.streams_held.value} of {h.streams.value} streams had bytes held behind "
             f"a hole ({h.bytes_held.value} bytes, {h.holes.value} holes); the longest wait "
             f"{h.longest_hole_fill_delay_ms.value} ms"), cost_ms=None))
+    if e.sender_kernel is not None:
+        k = e.sender_kernel
+        rw = k.rwnd_limited_share.value
+        out.append(Reason(text=(
+            f"sender's kernel (ss, as its connection closed): {k.segments_retransmitted.value} segments "
+            f"retransmitted ({k.bytes_retransmitted.value} bytes), cwnd {k.cwnd.value} segments"
+            + (f", ssthresh {k.ssthresh.value}" if k.ssthresh.value is not None else ", never left slow start")
+            + (f", receiver-window-limited {rw:.0%} of its busy time" if rw else "")), cost_ms=None))
     if lr and lr.timeouts.value:
         out.append(Reason(text=f"timeouts: {lr.timeouts.value} retransmission/probe timeouts (the sender waited "
                                "for a timer, not for acknowledgments)", cost_ms=None))

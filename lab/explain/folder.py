@@ -13,6 +13,7 @@ from pathlib import Path
 
 from lab.errors import EnvironmentProblem, QuiclabError, UsageError
 from lab.evidence.pcap import Packet, PcapError, read_pcap
+from lab.evidence.sender_socket import SENDER_SOCKET_TXT
 from lab.explain import timeline
 from lab.explain.analyze import RunInputs, explain
 from lab.explain.model import EXPLAIN_JSON, Explanation
@@ -88,7 +89,9 @@ def explain_run(record: RunRecord, evdir: Path, tshark: TsharkFields) -> Explana
         server_rows=parse(tshark(evdir / SERVER_PCAP, keys)) if server is not None else [],
         configured_rtt_s=record.rtt_s,
         counter_drops=(_drops(record.link_down_loss_drops, record.link_down_queue_drops),
-                       _drops(record.link_up_loss_drops, record.link_up_queue_drops)))
+                       _drops(record.link_up_loss_drops, record.link_up_queue_drops)),
+        sender_socket=(evdir / SENDER_SOCKET_TXT).read_text(encoding="utf-8", errors="replace")
+        if (evdir / SENDER_SOCKET_TXT).is_file() else None)
     e = explain(inp)
     if e.status == "explained":  # the split and curve of --versus, for the report (an invalid run's are not)
         e.timeline = timeline.of_run(inp.client_rows, record)

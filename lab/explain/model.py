@@ -67,6 +67,21 @@ class Window(BaseModel):
     application_limited_share: Figure | None = None  # nothing in flight: nothing to send
 
 
+class SenderKernel(BaseModel):
+    """TCP runs captured with the sender's kernel state (`sender-socket.txt`: ss as the connections closed)."""
+
+    connections: int
+    segments_retransmitted: Figure
+    bytes_retransmitted: Figure
+    cwnd: Figure
+    ssthresh: Figure
+    busy_ms: Figure
+    rwnd_limited_share: Figure
+    sndbuf_limited_share: Figure
+    delivery_rate_bps: Figure
+    min_rtt_ms: Figure
+
+
 class StreamHol(BaseModel):
     """One response stream's head-of-line blocking (lab/explain/hol.py)."""
 
@@ -107,6 +122,7 @@ class Explanation(BaseModel):
     loss: LossRecovery | None = None
     window: Window | None = None
     head_of_line: HeadOfLine | None = None  # multi-object runs (HTTP/2, HTTP/3) only
+    sender_kernel: SenderKernel | None = None  # TCP runs whose sender's kernel state was read (source: ss)
     reasons: list[Reason] = Field(default_factory=list)
     timeline: Timeline | None = None  # explained runs of bulk transfers: the split and curve (lab/explain/timeline.py)
 

@@ -7,6 +7,7 @@ the probes' columns (lab/run/runner.py `execute`):
     before(rc)            just before the transfer (the link set, captures and adverse conditions running)
     after(rc)             just after the transfer, still inside the adverse conditions (nothing else ran since)
     settled(rc)           the adverse conditions are over, the run's captures still open (servers as configured)
+    close()               always, last (also when the run raised): stop what the probe started
     columns(rc, so_far)   the captures closed: this probe's columns; `so_far` holds the identity, the outcome and
                           the columns of the probes before it (read-only)
 
@@ -29,7 +30,7 @@ import numpy as np
 from lab.adverse.run import Conditions
 from lab.endpoints.registry import Implementation
 from lab.errors import EnvironmentFailure, QuiclabError
-from lab.evidence import capture, sender_view
+from lab.evidence import capture, sender_socket, sender_view
 from lab.evidence.goodput import pcap_goodput
 from lab.link import counters, linkem, router
 from lab.link.model import Link
@@ -85,6 +86,9 @@ class Probe:
         return None
 
     def settled(self, rc: RunContext) -> None:
+        return None
+
+    def close(self) -> None:
         return None
 
     def columns(self, rc: RunContext, so_far: Mapping[str, Any]) -> dict[str, Any]:
@@ -208,6 +212,41 @@ class SenderCC(Probe):
         return {"cc_sender": algorithm, "cc_sender_source": source, "cc_server": algorithm or rc.cc_claim}
 
 
+@dataclass
+class SenderSocket(Probe):
+    """Captured TCP runs: the server kernel's TCP_INFO of the run's connections as they close (ss's destroy events,
+    lab/evidence/sender_socket.py), kept as the run's `sender-socket.txt` for `quiclab explain`. Not a column; a
+    helper that cannot listen leaves the file out (the explanation says so), never fails the run. Its output is
+    collected at `close`, after the captures stopped: waiting for the connection to close must not keep them open
+    past the moment the emulator's counters were read (the explanation compares the two)."""
+
+    watch: sender_socket.SocketWatch | None = None
+    ev: capture.Evidence | None = None
+
+    def before(self, rc: RunContext) -> None:
+        if rc.ev is None or rc.protocol is Protocol.H3 or "pcap" not in rc.ev.kinds:
+            return
+        self.watch = sender_socket.SocketWatch(rc.server.container, rc.port or rc.server.port or 443,
+                                               workloads.client_ip(rc.run.client))
+        self.ev = rc.ev
+        if not self.watch.start():
+            rc.ev.problems.append(self.watch.problem)
+            self.watch = None
+
+    def close(self) -> None:
+        if self.watch is None or self.ev is None:
+            return
+        try:
+            text = self.watch.collect()
+            if text:
+                self.ev.files.append(sender_socket.write(self.ev.folder, text))
+            else:
+                self.ev.problems.append("the ss helper saw no connection of the client close")
+        finally:
+            self.watch.stop()
+            self.watch = None
+
+
 # --- from the run's captures ----------------------------------------------------------------------------------------
 
 class PcapGoodput(Probe):
@@ -292,10 +331,12 @@ class AdverseEvents(Probe):
 def probes() -> list[Probe]:
     """A fresh set for one run, in the order their columns are computed."""
     link = LinkCounters()
-    return [link, SenderCC(), PcapGoodput(), SenderResponse(link=link), WorkloadColumns(), AdverseEvents()]
+    return [link, SenderCC(), SenderSocket(), PcapGoodput(), SenderResponse(link=link), WorkloadColumns(),
+            AdverseEvents()]
 
 
 #: Every column some probe owns (a unit test checks they are RunRecord columns and owned once).
-PROBE_COLUMNS: tuple[str, ...] = tuple(c for p in (LinkCounters, SenderCC, PcapGoodput, SenderResponse,
-                                                    WorkloadColumns, AdverseEvents) for c in p.COLUMNS)
+PROBE_COLUMNS: tuple[str, ...] = tuple(c for p in (LinkCounters, SenderCC, SenderSocket, PcapGoodput,
+                                                    SenderResponse, WorkloadColumns, AdverseEvents)
+                                       for c in p.COLUMNS)
 

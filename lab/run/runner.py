@@ -160,29 +160,33 @@ def _run_with_probes(rc: RunContext, ctx: Context) -> tuple[TransferResult, Colu
     root = ctx.folder or Path.cwd()
     each = probes()
     timeout = ctx.timeout_for(run)
-    with capture.collecting(workloads.capture_kinds(w, ctx.capture), root,
-                            root / "evidence" / run.key.replace("/", "_"), adapter.name, adapter.container,
-                            rc.server, rc.sender.server_env) as ev:
-        rc.ev, rc.port = ev, ev.server_port or rc.sender.port
-        # faults, competing flows and path changes around the transfer (lab/adverse; nothing when none)
-        with adverse.during(run.point.settings, server=run.server, protocol=run.protocol, backend=rc.backend,
-                            link=rc.applied, size=run.point.size, timeout_s=timeout, port=rc.port) as adv:
-            rc.adv = adv
-            env = {**ev.client_env, **adv.client_env}
+    try:
+        with capture.collecting(workloads.capture_kinds(w, ctx.capture), root,
+                                root / "evidence" / run.key.replace("/", "_"), adapter.name, adapter.container,
+                                rc.server, rc.sender.server_env) as ev:
+            rc.ev, rc.port = ev, ev.server_port or rc.sender.port
+            # faults, competing flows and path changes around the transfer (lab/adverse; nothing when none)
+            with adverse.during(run.point.settings, server=run.server, protocol=run.protocol, backend=rc.backend,
+                                link=rc.applied, size=run.point.size, timeout_s=timeout, port=rc.port) as adv:
+                rc.adv = adv
+                env = {**ev.client_env, **adv.client_env}
+                for p in each:
+                    p.before(rc)
+                if handles(adapter, w):  # the one dispatch: bulk -> run_transfer, others -> lab/workloads
+                    result: TransferResult = workloads.run_workload(
+                        adapter, run.server, run.protocol, w, run.point.size, timeout, cc=ctx.quic_cc.get(run.client),
+                        env=env, port=rc.port)
+                else:
+                    result = run_transfer(adapter, run.server, run.protocol, run.point.size, timeout,
+                                          cc=ctx.quic_cc.get(run.client), env=env, port=rc.port)
+                rc.result = result
+                for p in each:
+                    p.after(rc)
             for p in each:
-                p.before(rc)
-            if handles(adapter, w):  # the one dispatch: bulk -> run_transfer, others -> lab/workloads
-                result: TransferResult = workloads.run_workload(
-                    adapter, run.server, run.protocol, w, run.point.size, timeout, cc=ctx.quic_cc.get(run.client),
-                    env=env, port=rc.port)
-            else:
-                result = run_transfer(adapter, run.server, run.protocol, run.point.size, timeout,
-                                      cc=ctx.quic_cc.get(run.client), env=env, port=rc.port)
-            rc.result = result
-            for p in each:
-                p.after(rc)
+                p.settled(rc)
+    finally:  # whatever happened: nothing a probe started is left running
         for p in each:
-            p.settled(rc)
+            p.close()
     if not result.ok and not result.unsupported:
         # A failed transfer is a result only if the lab was sound while it ran: a router stopped or a container
         # paused under the run (by anyone) makes it the lab's failure, never the transport's.

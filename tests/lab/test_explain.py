@@ -2,7 +2,8 @@
 10 Mbit/s, 40 ms RTT, loss 0 and 3 %, fixed seed) explained run by run with `quiclab explain --json`: every run
 has a record; 2 round trips before the request over TCP, 1 over QUIC; at 3 % loss bytes retransmitted for both;
 the emulator's drops counted from the two captures equal its counters; the TCP CUBIC run shows window reductions
-and the nginx QUIC run's record says whether its sender's flight fell."""
+(and its kernel, read with ss as the connection closed, retransmitted the bytes the capture counted) and the nginx
+QUIC run's record says whether its sender's flight fell."""
 
 from __future__ import annotations
 
@@ -86,6 +87,11 @@ def test_a_captured_h2_and_h3_sweep_is_explained_run_by_run(lab_up, tmp_path):
                 assert e["window"]["loss_episodes"]["value"] > 0
                 if protocol == "h2":  # CUBIC reduces its window: the flight falls after some episode
                     assert e["window"]["flight_reductions"]["value"] > 0
+                    # the sender's kernel (ss as the connection closed) retransmitted what the capture counted
+                    k = e["sender_kernel"]
+                    assert k is not None and k["cwnd"]["source"] == "ss", e
+                    pcap_bytes = e["loss"]["bytes_retransmitted"]["value"]
+                    assert abs(k["bytes_retransmitted"]["value"] - pcap_bytes) <= 0.1 * pcap_bytes, (k, pcap_bytes)
                 else:  # the record says whether nginx's QUIC sender reduced (a number, not unknown)
                     assert e["window"]["flight_reductions"]["value"] is not None
     versus_adds_up(tmp_path, folders["h2"], folders["h3"])

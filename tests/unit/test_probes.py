@@ -16,8 +16,9 @@ from tests.unit.test_loss_response import METRICS
 def test_every_probe_column_is_a_runs_csv_column_owned_by_one_probe():
     assert set(probes.PROBE_COLUMNS) <= set(COLUMNS)
     assert len(probes.PROBE_COLUMNS) == len(set(probes.PROBE_COLUMNS))
-    assert [type(p) for p in probes.probes()] == [probes.LinkCounters, probes.SenderCC, probes.PcapGoodput,
-                                                  probes.SenderResponse, probes.WorkloadColumns, probes.AdverseEvents]
+    assert [type(p) for p in probes.probes()] == [probes.LinkCounters, probes.SenderCC, probes.SenderSocket,
+                                                  probes.PcapGoodput, probes.SenderResponse, probes.WorkloadColumns,
+                                                  probes.AdverseEvents]
 
 
 def test_link_counters_give_their_columns_only_and_none_without_counters():
@@ -46,3 +47,14 @@ def test_an_unsupported_record_is_built_once_from_identity_and_outcome():
     rec = RunRecord(**identity(run, ctx, "linkem", run.link(), "2026-01-01T00:00:00Z"), **not_run("why"))
     assert rec.status == "unsupported" and rec.failure == "why" and rec.run_key == run.key
     assert dataclasses.fields(rec)  # a complete record: every field has a value
+
+
+def test_the_sender_socket_probe_starts_nothing_for_quic_or_uncaptured_runs():
+    from lab.protocols import Protocol
+
+    p = probes.SenderSocket()
+    for ev, proto in ((None, Protocol.H2), (SimpleNamespace(kinds=("pcap",)), Protocol.H3),
+                      (SimpleNamespace(kinds=("keylog",)), Protocol.H2)):
+        p.before(SimpleNamespace(ev=ev, protocol=proto))  # type: ignore[arg-type]
+        assert p.watch is None
+    p.close()  # nothing to stop: no error
