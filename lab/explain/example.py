@@ -6,6 +6,7 @@ fails when the docs' block no longer equals what this renders from the folder.""
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -65,3 +66,49 @@ def split(versus_json: Path) -> str:
     out.append(f"| stalled behind a hole ms | {a['stalled_ms']:.0f} | {b['stalled_ms']:.0f} | |")
     out.append(f"| hole episodes | {a['episodes']} | {b['episodes']} | |")
     return "\n".join(out) + "\n"
+
+
+def hol_table(folder: Path) -> str:
+    """Markdown: per method of a page-load sweep (results/reference/explain-pages), n, the median page time and
+    the medians of its runs' head-of-line figures (lab/explain/hol.py)."""
+    rows: dict[str, list[tuple[float, Explanation]]] = defaultdict(list)
+    for r in store.load_runs(folder):
+        path = folder / "evidence" / r.run_key.replace("/", "_") / EXPLAIN_JSON
+        if r.status == "ok" and r.total_s is not None and path.is_file():
+            rows[method_label(r.protocol, r.client, r.server)].append(
+                (r.total_s, Explanation.model_validate_json(path.read_text())))
+    out = ["| method | runs | page time s | a hole holds | streams with bytes held (of) | bytes held | longest "
+           "hole-fill delay ms | data packets lost | first loss repaired in ms |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for method, runs in sorted(rows.items()):
+        hs = [e.head_of_line for _, e in runs]
+        es = [e for _, e in runs]
+        level = {h.level for h in hs if h is not None}
+        out.append("| " + " | ".join([
+            method, str(len(runs)), _median([t for t, _ in runs], ".3g"),
+            ", ".join(sorted("every stream above it" if lv == "tcp byte stream" else "its own stream only"
+                             for lv in level)) or "-",
+            f"{_median([_v(h.streams_held) if h else None for h in hs])} "
+            f"({_median([_v(h.streams) if h else None for h in hs])})",
+            _median([_v(h.bytes_held) if h else None for h in hs]),
+            _median([_v(h.longest_hole_fill_delay_ms) if h else None for h in hs]),
+            _median([_v(e.loss.data_packets_lost) if e.loss else None for e in es]),
+            _median([_v(e.loss.first_loss_repair_ms) if e.loss else None for e in es])]) + " |")
+    return "\n".join(out) + "\n"
+
+
+_FROM = re.compile(r"<!-- generated from (\S+) -->\n(.*?)<!-- end generated -->", re.S)
+
+
+def render(src: str, root: Path) -> str:
+    """One docs/explain.md block by its source: the versus record, the page-load sweep or the nginx sweep."""
+    path = root / src
+    if src.endswith(".json"):
+        return split(path)
+    return hol_table(path) if src.endswith("explain-pages") else table(path)
+
+
+def fill(text: str, root: Path) -> str:
+    """docs/explain.md with every `<!-- generated from SRC -->` block rendered from its committed source."""
+    return _FROM.sub(lambda m: f"<!-- generated from {m.group(1)} -->\n{render(m.group(1), root)}"
+                               "<!-- end generated -->", text)

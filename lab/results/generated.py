@@ -2,7 +2,8 @@
 
 - docs/seeds.md: the whole file (lab/results/atlas.py, from docs/seeds.toml and results/reference/);
 - README.md and docs/results.md: the blocks between `<!-- generated: NAME -->` and `<!-- end generated: NAME -->`
-  (lab/results/blocks.py), the rest of those files written by hand.
+  (lab/results/blocks.py), the rest of those files written by hand;
+- docs/explain.md: its worked examples' blocks `<!-- generated from SRC -->` (lab/explain/example.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from lab import config
 from lab.errors import UsageError
+from lab.explain import example
 from lab.results import atlas, blocks
 
 _BLOCK = re.compile(r"(<!-- generated: ([a-z0-9-]+) -->\n)(.*?)(<!-- end generated: \2 -->)", re.DOTALL)
@@ -37,6 +39,8 @@ def outputs(root: Path = config.ROOT) -> dict[Path, str]:
     for rel in ("README.md", "docs/results.md"):
         path = root / rel
         out[path] = fill_blocks(path.read_text(encoding="utf-8"), lambda name: blocks.render(name, reference), path)
+    explain_md = root / "docs" / "explain.md"
+    out[explain_md] = example.fill(explain_md.read_text(encoding="utf-8"), root)
     return out
 
 

@@ -31,9 +31,15 @@ def test_the_explain_worked_example_is_generated_from_its_committed_folder():
     blocks = {src: text for src, text in BLOCK.findall((config.ROOT / "docs" / "explain.md").read_text())}
     folder = "results/reference/explain-nginx"
     versus = f"{folder}/explain/versus-h3_curl_nginx-h3_curl_nginx_sid-base.json"
-    assert set(blocks) == {folder, versus}, "docs/explain.md lost a generated table of its worked example"
+    pages = "results/reference/explain-pages"
+    assert set(blocks) == {folder, versus, pages}, "docs/explain.md lost a generated table of a worked example"
     assert blocks[folder] == example.table(config.ROOT / folder)
     assert blocks[versus] == example.split(config.ROOT / versus)
+    assert blocks[pages] == example.hol_table(config.ROOT / pages)
+    # the page-load example shows what the acceptance asks: HTTP/2 streams held behind TCP holes, with delays
+    h2 = next(line for line in blocks[pages].splitlines() if line.startswith("| HTTP/2"))
+    cells = [c.strip() for c in h2.strip("|").split("|")]
+    assert cells[3] == "every stream above it" and int(cells[4].split()[0]) > 0 and float(cells[6]) > 0
 
 
 def test_the_per_run_overhead_figures_are_generated_from_their_committed_benchmark():

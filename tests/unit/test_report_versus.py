@@ -2,7 +2,8 @@
 curve in its explain.json (lab/explain/timeline.py, from lab/explain/versus.py's functions), and the report's table
 and plot of the median runs of the methods at a point (lab/results/why.py), on the committed captured sweep
 (tests/data/explain/sweep: curl -> nginx h2 and h3, 60 kB, 10 Mbit/s, 40 ms RTT, 5 % loss; tshark's output
-committed) and on the committed explained sweep results/reference/explain-nginx, whose records predate timelines.
+committed) and on the committed explained sweep results/reference/explain-nginx (its records with timelines, and
+copies of them with the timeline taken out, as records made before timelines existed are).
 
 The h2 - h3 numbers are the ones `quiclab explain --versus h2,h3` prints on the same captures
 (tests/unit/test_explain_versus.py, docs/explain.md): -88.5 ms, of which handshake -41.0, loss recovery -6.5 and
@@ -129,11 +130,30 @@ def test_an_explained_run_stores_its_timeline_and_the_record_round_trips(sweep):
     assert Explanation.model_validate_json(e.model_dump_json()) == e
 
 
-def test_an_older_record_without_a_timeline_still_validates():
-    path = REFERENCE / "evidence" / "0_h3_curl_nginx_0" / EXPLAIN_JSON
+def without_timelines(folder: Path) -> Path:
+    """`folder`'s explain.json files as records made before timelines existed (no `timeline` key)."""
+    import json
+
+    for path in folder.glob(f"evidence/*/{EXPLAIN_JSON}"):
+        doc = json.loads(path.read_text())
+        doc.pop("timeline", None)
+        path.write_text(json.dumps(doc, indent=2))
+    return folder
+
+
+def test_an_older_record_without_a_timeline_still_validates(tmp_path):
+    folder = without_timelines(shutil.copytree(REFERENCE, tmp_path / "old"))
+    path = folder / "evidence" / "0_h3_curl_nginx_0" / EXPLAIN_JSON
     assert '"timeline"' not in path.read_text()
     e = Explanation.model_validate_json(path.read_text())
     assert e.status == "explained" and e.timeline is None
+
+
+def test_the_committed_worked_example_has_its_versus_part():
+    records = store.load_runs(REFERENCE)
+    (v,) = why.comparisons(why.collect(REFERENCE, records))
+    html = why.section(REFERENCE, records)
+    assert "<svg" in html and why.VERSUS_NOTE[:40] in html
 
 
 # --- the report's versus part -------------------------------------------------------------------------------------
@@ -179,8 +199,7 @@ def test_three_methods_are_each_compared_with_the_first():
 
 
 def test_older_records_without_a_timeline_render_the_section_without_the_versus_part(tmp_path):
-    folder = tmp_path / "explain-nginx"
-    shutil.copytree(REFERENCE, folder)
+    folder = without_timelines(shutil.copytree(REFERENCE, tmp_path / "explain-nginx"))
     records = store.load_runs(folder)
     whys = why.collect(folder, records)
     assert len({w.method for w in whys}) == 2 and why.comparisons(whys) == []
