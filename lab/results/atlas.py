@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -229,10 +229,12 @@ def load_folder(preset: str, reference: Path = REFERENCE) -> Folder | None:
     return Folder(path, records, manifest)
 
 
-def senders(records: Sequence[RunRecord], side: Side) -> str:
-    """The sender's congestion control as the runs read it back (the most common value; the server sends)."""
+def senders(records: Sequence[RunRecord], side: Side, points: Collection[str] | None = None) -> str:
+    """The sender's congestion control as the runs read it back (the most common value; the server sends), over
+    the side's runs at `points` (lab point labels; None: all its runs). A folder that sweeps the sender (cc=reno,
+    cc=cubic) names the one the arm's points ran, not the folder's most common."""
     c = Counter(r.cc_sender for r in records if r.protocol == side.protocol and r.client == side.client
-                and r.server == side.server and r.cc_sender)
+                and r.server == side.server and r.cc_sender and (points is None or r.point_label in points))
     return c.most_common(1)[0][0] if c else "?"
 
 
@@ -312,8 +314,9 @@ class Renderer:
 
         return _PLACEHOLDER.sub(one, text)
 
-    def side_line(self, arm: Arm, side: Side) -> str:
-        """What ran on one side: the method, its sender's congestion control read back, and the data's folder."""
+    def side_line(self, arm: Arm, side: Side, exp: Experiment) -> str:
+        """What ran on one side: the method, its sender's congestion control read back at the arm's points of
+        the experiment, and the data's folder."""
         preset = arm.preset_of(side)
         method = method_label(side.protocol, side.client, side.server)
         f = self.folder(preset)
@@ -326,7 +329,8 @@ class Renderer:
         flagged = sum(1 for r in f.records if r.host_bound and (r.protocol, r.client, r.server)
                       == (side.protocol, side.client, side.server))
         host = f"; {flagged} of this method's runs flagged host-bound (runs.csv host_bound)" if flagged else ""
-        return (f"{method}, sender {senders(f.records, side)}, from `{_rel(f.path)}/` "
+        points = {side.label(arm.lab_point(p.point)) for p in exp.points if arm.applies(p.point)}
+        return (f"{method}, sender {senders(f.records, side, points)}, from `{_rel(f.path)}/` "
                 f"({f.manifest.get('status', '?')}: {ok}/{run} runs ok{host}; commit {commit})")
 
     def experiment(self, seed: Seed, exp: Experiment) -> list[str]:
@@ -337,7 +341,7 @@ class Renderer:
                 sides = (f"**not run yet** (no {_rel(self.reference / arm.preset)}/: "
                          f"`bash scripts/atlas.sh {arm.preset}`)")
             else:
-                sides = "; ".join(self.side_line(arm, s) for s in (arm.quic, arm.tcp))
+                sides = "; ".join(self.side_line(arm, s, exp) for s in (arm.quic, arm.tcp))
             out.append(f"- arm **{arm.id}**: {arm.label}: {sides}")
         metric = "page time" if exp.metric == "page time" else "transfer time"
         a, b = exp.names

@@ -171,3 +171,14 @@ def test_the_reno_threshold_stands_above_every_honest_reno_median_committed() ->
     assert max(honest) <= cc_check.HONEST_MEDIAN_MAX, (
         f"an honest Reno median of {max(honest):.2f} exceeds HONEST_MEDIAN_MAX = {cc_check.HONEST_MEDIAN_MAX}")
     assert 2 * max(honest) <= cc_check.REFUTED_ABOVE
+
+
+def test_an_arm_names_the_sender_its_own_points_ran_not_the_folders_most_common() -> None:
+    """A folder that sweeps the sender (bolina: cc=reno and cc=cubic points) names, per arm, what ran at the arm's
+    points (read back): the 0-RTT arm's TCP side once said reno where its points ran cubic."""
+    records = [replace(run("h1", i, 1.0, point=f"rtt=20ms cc={cc}"), cc_sender=cc)
+               for i, cc in enumerate(["reno", "reno", "reno", "cubic", "cubic"])]
+    tcp = atlas.Side(protocol="h1", point="{point} cc=cubic")
+    assert atlas.senders(records, tcp) == "reno"  # the folder's most common
+    assert atlas.senders(records, tcp, {tcp.label("rtt=20ms")}) == "cubic"
+    assert atlas.senders(records, tcp, {"rtt=50ms cc=cubic"}) == "?"
