@@ -102,7 +102,7 @@ def explain(inp: RunInputs) -> Explanation:
         arrival = _arrivals(inp.server_side, down, client_ip)
         losses = _losses(inp, transport, client_ip, arrival, t0, min_rtt)
         e.loss = losses.record
-        e.window = _window(inp, transport, client_ip, losses, min_rtt)
+        e.window = _window(inp, transport, client_ip, losses, min_rtt, t0)
     e.head_of_line, _ = hol.head_of_line(inp.protocol, inp.client_rows, inp.server_rows, client_ip)
     if transport == "tcp" and inp.sender_socket:
         e.sender_kernel = ss.kernel(ss.parse(inp.sender_socket))
@@ -393,7 +393,8 @@ def episodes(lost_sent_detect: Sequence[tuple[float, float]]) -> list[float]:
     return starts
 
 
-def _window(inp: RunInputs, transport: str, client_ip: str, losses: Losses, min_rtt: float | None) -> Window:
+def _window(inp: RunInputs, transport: str, client_ip: str, losses: Losses, min_rtt: float | None,
+            t0: float) -> Window:
     starts = episodes(losses.lost_sent_detect)
     flight = _flight(inp, transport, client_ip)
     fell = None
@@ -418,6 +419,10 @@ def _window(inp: RunInputs, transport: str, client_ip: str, losses: Losses, min_
     note_tcp = "" if transport == "tcp" else "TCP only"
     return Window(
         loss_episodes=_fig(len(starts), "reductions", note="inferred: one per round of loss (RFC 6675/9002)"),
+        slow_start_exit_ms=_fig(_ms(starts[0] - t0) if starts else None, "ms", note=(
+            "inferred: the first loss episode's detection, from the client's first packet (a loss-based sender "
+            "leaves slow start there; one that leaves it without loss, e.g. HyStart, is not seen here; none: no "
+            "loss episode)")),
         flight_reductions=_fig(fell, "episodes", note=(
             f"bytes in flight one RTT after detection below {FLIGHT_FELL:g} x the RTT before"
             + ("; tshark tcp.analysis.bytes_in_flight" if transport == "tcp"

@@ -59,6 +59,7 @@ class LossRecovery(BaseModel):
 
 class Window(BaseModel):
     loss_episodes: Figure  # inferred congestion-window reductions (one per round of loss, RFC 6675/9002)
+    slow_start_exit_ms: Figure | None = None  # inferred: the first loss episode (TCP: ss's ssthresh says it left)
     flight_reductions: Figure  # episodes after which the sender's bytes in flight fell below 85 % of before
     window_full: Figure  # TCP: segments that filled the receiver's window (tshark tcp.analysis.window_full)
     zero_window: Figure  # TCP: zero-window advertisements from the client

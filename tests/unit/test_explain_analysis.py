@@ -121,6 +121,10 @@ def test_h3_run_every_figure_against_the_hand_count():
     assert lr.first_loss_ms.value == pytest.approx(69.016, abs=0.002)  # .885718 - .816702
     assert lr.first_loss_repair_ms.value == pytest.approx(104.007, abs=0.002)  # reached the client at .989725
     assert e.window is not None and e.window.loss_episodes.value == 1
+    # the one episode was detected when the server re-sent the lost bytes (server-side frame 87): 152.079 ms from
+    # the client's first packet (the reference of every *_ms figure), 83.063 ms after the lost packet left at 69.016
+    assert e.window.slow_start_exit_ms is not None
+    assert e.window.slow_start_exit_ms.value == pytest.approx(152.079, abs=0.002)
     assert e.window.window_full.value is None  # TCP only
 
 
