@@ -33,6 +33,8 @@ from lab.link import router
 KINDS = ("pcap", "keylog", "qlog")
 _ROUTER_DIR = "/tmp/quiclab-evidence"
 _CLIENT_DIR = "/tmp/quiclab-evidence"
+#: what went wrong with a run's captures (e.g. tcpdump's kernel drops), kept beside them when anything did
+CAPTURE_PROBLEMS = "capture-problems.txt"
 _START_TIMEOUT_S = instances.START_TIMEOUT_S
 _SERVER_QLOG_CLOSE_S = 0.5
 
@@ -79,7 +81,9 @@ class _Tcpdump:
         # Stopped (pkill -INT in the router, then stop()) when the run ends; the deadline is only a backstop
         # (docker.RUN_SCOPED_DEADLINE_S: far longer than any run).
         self.proc = docker.Stream(
-            docker.exec_args(config.ROUTER_CONTAINER, ["tcpdump", "-i", iface, "-n", "-s", "0", "-U",
+            # -B: a 32 MiB capture buffer (KiB): a sender's slow-start burst at veth speed overflowed the default
+            # 2 MiB (tcpdump said the kernel dropped packets; the explanation then saw drops that never happened)
+            docker.exec_args(config.ROUTER_CONTAINER, ["tcpdump", "-i", iface, "-n", "-s", "0", "-B", "32768", "-U",
                                                        "--immediate-mode", "-w", path, "ip", "and", "(", "tcp",
                                                        "or", "udp", ")"]),
             deadline_s=docker.RUN_SCOPED_DEADLINE_S, stderr=subprocess.PIPE, text=True)
@@ -157,6 +161,9 @@ def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: st
             router.try_run("rm", "-f", *(d.path for d, _ in dumps))
         if ev.client_env:
             _collect_dir(ev, client_container, client_dir, folder, "client-")
+        if ev.problems and dumps:  # kept beside the captures: `quiclab explain` refuses an incomplete capture
+            (folder / CAPTURE_PROBLEMS).write_text("\n".join(ev.problems) + "\n", encoding="utf-8")
+            ev.files.append(folder / CAPTURE_PROBLEMS)
         if server is not None and server_qlog is not None:
             time.sleep(_SERVER_QLOG_CLOSE_S)  # the connection's closing period ends; the server closes its qlog
             with contextlib.suppress(docker.DockerError):

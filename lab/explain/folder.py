@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lab.errors import EnvironmentProblem, QuiclabError, UsageError
+from lab.evidence.capture import CAPTURE_PROBLEMS
 from lab.evidence.pcap import Packet, PcapError, read_pcap
 from lab.evidence.sender_socket import SENDER_SOCKET_TXT
 from lab.explain import timeline
@@ -76,6 +77,10 @@ def explain_run(record: RunRecord, evdir: Path, tshark: TsharkFields) -> Explana
     if not keys.is_file() or not keys.read_text(encoding="utf-8", errors="replace").strip():
         problems.append("no TLS key log (keys.log) beside the capture: it cannot be decrypted "
                         "(capture with --capture pcap,keylog)")
+    noted = evdir / CAPTURE_PROBLEMS
+    if noted.is_file():  # the run's capture said it is incomplete (e.g. tcpdump's kernel drops): not explainable
+        problems += [f"the capture is incomplete: {line}" for line in noted.read_text(errors="replace").splitlines()
+                     if "pcap" in line]
     client = _packets(evdir / CLIENT_PCAP, problems)
     server = _packets(evdir / SERVER_PCAP, problems)
     if client is None and not problems:

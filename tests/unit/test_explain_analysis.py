@@ -128,6 +128,17 @@ def test_h3_run_every_figure_against_the_hand_count():
     assert e.window.window_full.value is None  # TCP only
 
 
+def test_a_capture_tcpdump_says_is_incomplete_is_not_explainable(tmp_path):
+    """tcpdump's own word (its kernel drops, kept as capture-problems.txt by lab/evidence/capture.py): the drops the
+    captures would count include packets the capture missed, so the run is not explained at all."""
+    r, d = copy_run(tmp_path, "h3")
+    (d / "capture-problems.txt").write_text(
+        "server-side.pcap: tcpdump says the kernel dropped 5810 packets (the capture is incomplete)\n")
+    e = explain_run(r, d, fixture_tshark)
+    assert e.status == "not explainable" and e.path is None
+    assert "the capture is incomplete: server-side.pcap: tcpdump says the kernel dropped 5810 packets" in e.why
+
+
 def test_a_truncated_capture_is_not_explainable_with_its_reason(tmp_path):
     r, d = copy_run(tmp_path, "h2")
     pcap = d / "client-side.pcap"
