@@ -46,6 +46,9 @@ endpoint_route() {
   ip route replace "$net" via "$via"
   dev=$(ip -o route get "$via" | sed -nE 's/.* dev ([^ ]+).*/\1/p')
   ethtool -K "$dev" tso off gso off gro off >/dev/null 2>&1 || echo "warning: could not turn offloads off on $dev" >&2
+  # UDP GSO is its own feature: with it on, a QUIC server's UDP_SEGMENT sends (ngtcp2) cross the veth as one
+  # 64 KB datagram that the router's capture sees as one packet (the emulator still sends wire-sized ones)
+  ethtool -K "$dev" tx-udp-segmentation off >/dev/null 2>&1 || true
 }
 
 nft_rules() {

@@ -105,10 +105,42 @@ def render(src: str, root: Path) -> str:
     path = root / src
     if src.endswith(".json"):
         return split(path)
-    return hol_table(path) if src.endswith("explain-pages") else table(path)
+    if src.endswith("explain-pages"):
+        return hol_table(path)
+    return limits_table(path) if src.endswith("explain-rtt") else table(path)
 
 
 def fill(text: str, root: Path) -> str:
     """docs/explain.md with every `<!-- generated from SRC -->` block rendered from its committed source."""
     return _FROM.sub(lambda m: f"<!-- generated from {m.group(1)} -->\n{render(m.group(1), root)}"
                                "<!-- end generated -->", text)
+
+
+def limits_table(folder: Path) -> str:
+    """Markdown: per method of an explained bulk sweep (results/reference/explain-rtt), where the time went: the
+    medians of its runs' split (handshake, loss recovery), slow-start exit, emulator drops and what limited the
+    sender (the capture's receiver-limited share; the kernel's rwnd-limited share for TCP)."""
+    rows: dict[str, list[tuple[float, Explanation]]] = defaultdict(list)
+    for r in store.load_runs(folder):
+        path = folder / "evidence" / r.run_key.replace("/", "_") / EXPLAIN_JSON
+        if r.status == "ok" and r.total_s is not None and path.is_file():
+            rows[method_label(r.protocol, r.client, r.server)].append(
+                (r.total_s, Explanation.model_validate_json(path.read_text())))
+    out = ["| method | runs | time s | handshake ms | slow start left at ms | packets dropped (emulator) | loss "
+           "recovery ms | receiver-limited share | kernel: rwnd-limited share |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for method, runs in sorted(rows.items()):
+        es = [e for _, e in runs]
+        tl = [e.timeline for e in es]
+        down = [e.path.down if e.path is not None else None for e in es]
+        win = [e.window for e in es]
+        out.append("| " + " | ".join([
+            method, str(len(runs)), _median([t for t, _ in runs], ".3g"),
+            _median([t.handshake_ms if t else None for t in tl]),
+            _median([_v(w.slow_start_exit_ms) if w else None for w in win]),
+            _median([_v(d.emulator_dropped) if d else None for d in down]),
+            _median([t.loss_recovery_ms if t else None for t in tl]),
+            _median([_v(w.flow_control_limited_share) if w else None for w in win], ".2f"),
+            _median([_v(e.sender_kernel.rwnd_limited_share) if e.sender_kernel else None for e in es], ".2f")])
+            + " |")
+    return "\n".join(out) + "\n"

@@ -31,8 +31,9 @@ def test_the_explain_worked_example_is_generated_from_its_committed_folder():
     blocks = {src: text for src, text in BLOCK.findall((config.ROOT / "docs" / "explain.md").read_text())}
     folder = "results/reference/explain-nginx"
     versus = f"{folder}/explain/versus-h3_curl_nginx-h3_curl_nginx_sid-base.json"
-    pages = "results/reference/explain-pages"
-    assert set(blocks) == {folder, versus, pages}, "docs/explain.md lost a generated table of a worked example"
+    pages, rtt = "results/reference/explain-pages", "results/reference/explain-rtt"
+    assert set(blocks) == {folder, versus, pages, rtt}, "docs/explain.md lost a generated table of a worked example"
+    assert blocks[rtt] == example.limits_table(config.ROOT / rtt)
     assert blocks[folder] == example.table(config.ROOT / folder)
     assert blocks[versus] == example.split(config.ROOT / versus)
     assert blocks[pages] == example.hol_table(config.ROOT / pages)
