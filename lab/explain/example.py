@@ -25,17 +25,24 @@ def _v(f: Figure | None) -> float | int | None:
     return None if f is None else f.value
 
 
-def table(folder: Path) -> str:
-    """Markdown: per method, n and the medians of time, drops toward the client (emulator), data lost, bytes
-    retransmitted, first-loss repair, inferred window reductions and timeouts (QUIC: PTOs)."""
+def _explained(folder: Path) -> tuple[dict[str, list[tuple[float, Explanation]]], dict[str, str]]:
+    """Per method (in the report's label): its ok runs with a record, as (transfer time, explanation), and the
+    sender's congestion control its runs read back."""
     rows: dict[str, list[tuple[float, Explanation]]] = defaultdict(list)
     sender: dict[str, str] = {}
     for r in store.load_runs(folder):
         path = folder / "evidence" / r.run_key.replace("/", "_") / EXPLAIN_JSON
         if r.status == "ok" and r.total_s is not None and path.is_file():
-            sender.setdefault(method_label(r.protocol, r.client, r.server), r.cc_sender or "?")
-            rows[method_label(r.protocol, r.client, r.server)].append(
-                (r.total_s, Explanation.model_validate_json(path.read_text())))
+            method = method_label(r.protocol, r.client, r.server)
+            sender.setdefault(method, r.cc_sender or "?")
+            rows[method].append((r.total_s, Explanation.model_validate_json(path.read_text())))
+    return rows, sender
+
+
+def table(folder: Path) -> str:
+    """Markdown: per method, n and the medians of time, drops toward the client (emulator), data lost, bytes
+    retransmitted, first-loss repair, inferred window reductions and timeouts (QUIC: PTOs)."""
+    rows, sender = _explained(folder)
     out = ["| method (sender) | runs | time s | drops toward the client (emulator) | data packets lost | bytes "
            "retransmitted | first loss repaired in ms | window reductions | probe timeouts |",
            "|---|---|---|---|---|---|---|---|---|"]
@@ -71,12 +78,7 @@ def split(versus_json: Path) -> str:
 def hol_table(folder: Path) -> str:
     """Markdown: per method of a page-load sweep (results/reference/explain-pages), n, the median page time and
     the medians of its runs' head-of-line figures (lab/explain/hol.py)."""
-    rows: dict[str, list[tuple[float, Explanation]]] = defaultdict(list)
-    for r in store.load_runs(folder):
-        path = folder / "evidence" / r.run_key.replace("/", "_") / EXPLAIN_JSON
-        if r.status == "ok" and r.total_s is not None and path.is_file():
-            rows[method_label(r.protocol, r.client, r.server)].append(
-                (r.total_s, Explanation.model_validate_json(path.read_text())))
+    rows, _ = _explained(folder)
     out = ["| method | runs | page time s | a hole holds | streams with bytes held (of) | bytes held | longest "
            "hole-fill delay ms | data packets lost | first loss repaired in ms |",
            "|---|---|---|---|---|---|---|---|---|"]
@@ -120,12 +122,7 @@ def limits_table(folder: Path) -> str:
     """Markdown: per method of an explained bulk sweep (results/reference/explain-rtt), where the time went: the
     medians of its runs' split (handshake, loss recovery), slow-start exit, emulator drops and what limited the
     sender (the capture's receiver-limited share; the kernel's rwnd-limited share for TCP)."""
-    rows: dict[str, list[tuple[float, Explanation]]] = defaultdict(list)
-    for r in store.load_runs(folder):
-        path = folder / "evidence" / r.run_key.replace("/", "_") / EXPLAIN_JSON
-        if r.status == "ok" and r.total_s is not None and path.is_file():
-            rows[method_label(r.protocol, r.client, r.server)].append(
-                (r.total_s, Explanation.model_validate_json(path.read_text())))
+    rows, _ = _explained(folder)
     out = ["| method | runs | time s | handshake ms | slow start left at ms | packets dropped (emulator) | loss "
            "recovery ms | receiver-limited share | kernel: rwnd-limited share |",
            "|---|---|---|---|---|---|---|---|---|"]
