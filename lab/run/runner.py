@@ -112,10 +112,14 @@ def outcome(result: TransferResult, wall_s: float) -> dict[str, Any]:
 ENV_ATTEMPTS = 3
 
 
-def _lab_problem() -> str | None:
+def _lab_problem(run: PlannedRun) -> str | None:
+    """Why the lab could not measure `run` right now, or None: the router (and its emulator) and the run's own
+    client and server containers. Not every container of the lab: a parallel sweep's extra labs start only the
+    optional parts their plan uses (a missing browser container made a timed-out curl run the lab's failure)."""
     from lab import lab  # (lazy: lab.lab pulls in the observability services)
 
-    return lab.health_problem()
+    names = (config.ROUTER_CONTAINER, get_client(run.client).container, registry().server(run.server).container)
+    return lab.health_problem(names)
 
 
 def execute(run: PlannedRun, ctx: Context) -> RunRecord:
@@ -190,7 +194,7 @@ def _run_with_probes(rc: RunContext, ctx: Context) -> tuple[TransferResult, Colu
     if not result.ok and not result.unsupported:
         # A failed transfer is a result only if the lab was sound while it ran: a router stopped or a container
         # paused under the run (by anyone) makes it the lab's failure, never the transport's.
-        problem = _lab_problem() or objects.changed(run.point.size)
+        problem = _lab_problem(run) or objects.changed(run.point.size)
         if problem:
             raise EnvironmentFailure(f"{result.failure} — and the lab is not sound: {problem}")
 
@@ -271,7 +275,7 @@ def run_all(runs: list[PlannedRun], ctx: Context, log: RunLog, on_done: Callable
                 except EnvironmentFailure as e:
                     if stops.count != seen:
                         return Finish("interrupted")
-                    if attempt < ENV_ATTEMPTS and _lab_problem() is None:
+                    if attempt < ENV_ATTEMPTS and _lab_problem(run) is None:
                         on_retry(run, f"the lab failed ({e}); it is healthy again")
                         continue
                     return Finish("environment", str(e))

@@ -3,6 +3,7 @@ was cut short or that the lab (not the transport) failed."""
 
 import os
 import signal
+from types import SimpleNamespace
 
 import pytest
 import typer
@@ -127,7 +128,7 @@ def test_a_lab_failure_is_retried_while_the_lab_is_healthy_and_never_recorded(mo
         return f"record of {run}"
 
     monkeypatch.setattr(runner, "execute", execute)
-    monkeypatch.setattr(runner, "_lab_problem", lambda: None)
+    monkeypatch.setattr(runner, "_lab_problem", lambda run: None)
     retried: list[str] = []
     log = Log()
     finish = runner.run_all(["a", "b"], None, log, lambda rec: None,  # type: ignore[arg-type]
@@ -144,8 +145,23 @@ def test_a_lab_that_stays_broken_stops_the_sweep_without_a_record(monkeypatch):
         return f"record of {run}"
 
     monkeypatch.setattr(runner, "execute", execute)
-    monkeypatch.setattr(runner, "_lab_problem", lambda: "quiclab-router is exited")
+    monkeypatch.setattr(runner, "_lab_problem", lambda run: "quiclab-router is exited")
     log = Log()
     finish = runner.run_all(["a", "b", "c"], None, log, lambda rec: None)  # type: ignore[arg-type]
     assert (finish.outcome, finish.error) == ("environment", "router is exited")
     assert log.lines == ["record of a"]
+
+
+def test_the_lab_is_judged_by_the_containers_the_run_uses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A parallel sweep's extra lab has only the optional parts its plan uses: a timed-out curl run there is a
+    result, not the lab's failure because the browser container (not started) is missing."""
+    from lab import config
+    from lab import lab as lab_module
+
+    asked: list[tuple[str, ...]] = []
+    monkeypatch.setattr(lab_module, "health_problem", lambda names: asked.append(names) or None)
+    run = SimpleNamespace(client="curl", server="nginx")
+    assert runner._lab_problem(run) is None  # type: ignore[arg-type]
+    (names,) = asked
+    assert config.ROUTER_CONTAINER in names and config.CLIENT_CONTAINER in names and config.SERVER_CONTAINER in names
+    assert not any("browser" in n for n in names)
