@@ -20,6 +20,7 @@ docs/results.md."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,6 +113,41 @@ def wire_counters(backend: str) -> counters.Snapshot | None:
         return None
 
 
+#: The link's counters when this process's last run ended (None before the first): what crossed it since is the
+#: tail of that run (e.g. an HTTP/3 server still sending to a client that left, its CONNECTION_CLOSE lost) or
+#: another command's traffic.
+_last_end: list[counters.Snapshot | None] = [None]
+#: More packets than this between one run's end and the next run's start: wait for the link to go quiet first.
+TAIL_PACKETS = 20
+#: ... checking every SETTLE_POLL_S, until no packet moved in one poll, for at most SETTLE_MAX_S.
+SETTLE_POLL_S, SETTLE_MAX_S = 0.2, 10.0
+
+
+def _moved(a: counters.Snapshot, b: counters.Snapshot) -> int:
+    return sum((b - a).by_protocol.values()) if a.by_protocol else (b.down.packets + b.up.packets
+                                                                     - a.down.packets - a.up.packets)
+
+
+def settle(backend: str, now: counters.Snapshot | None) -> counters.Snapshot | None:
+    """The counters to start a run from: at once when the link was quiet since the last run ended (no cost),
+    else after the previous run's tail has passed (no packet in SETTLE_POLL_S; at most SETTLE_MAX_S, outside the
+    run's timed transfer). Without this a QUIC server's last burst to a client that had left crossed into the next
+    run, which the other-traffic check then took for another command (yu at 5 % loss, 200 ms: 303-439 packets)."""
+    prev = _last_end[0]
+    if prev is None or now is None or _moved(prev, now) <= TAIL_PACKETS:
+        return now
+    deadline = time.monotonic() + SETTLE_MAX_S
+    while time.monotonic() < deadline:
+        time.sleep(SETTLE_POLL_S)
+        later = wire_counters(backend)
+        if later is None:
+            return now
+        if _moved(now, later) == 0:
+            return later
+        now = later
+    return now
+
+
 #: Packets of another IP protocol crossing the link during a run beyond which another command was using it. Not
 #: zero: the previous run's QUIC connection may still send a few closing packets into a TCP run (12 seen).
 FOREIGN_PACKETS = 50
@@ -173,10 +209,11 @@ class LinkCounters(Probe):
         return self.end - self.start if self.start and self.end else None
 
     def before(self, rc: RunContext) -> None:
-        self.start = wire_counters(rc.backend)
+        self.start = settle(rc.backend, wire_counters(rc.backend))
 
     def after(self, rc: RunContext) -> None:
         self.end = wire_counters(rc.backend)
+        _last_end[0] = self.end
 
     def settled(self, rc: RunContext) -> None:
         # what the run moves toward the client: every object, twice for resume/0rtt (two connections)

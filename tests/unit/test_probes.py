@@ -58,3 +58,23 @@ def test_the_sender_socket_probe_starts_nothing_for_quic_or_uncaptured_runs():
         p.before(SimpleNamespace(ev=ev, protocol=proto))  # type: ignore[arg-type]
         assert p.watch is None
     p.close()  # nothing to stop: no error
+
+
+def _snap(udp: int) -> object:
+    from lab.link.counters import Counters, Snapshot
+
+    return Snapshot(Counters(0, 0), Counters(0, 0), {"udp": udp, "tcp": 0})
+
+
+def test_a_quiet_link_starts_the_run_at_once_and_a_previous_runs_tail_is_waited_out(monkeypatch) -> None:
+    sleeps: list[float] = []
+    monkeypatch.setattr(probes.time, "sleep", sleeps.append)
+    monkeypatch.setattr(probes, "_last_end", [_snap(1000)])
+    quiet = _snap(1010)  # 10 packets since the last run ended: nothing to wait for
+    assert probes.settle("linkem", quiet) is quiet and sleeps == []  # type: ignore[arg-type]
+    reads = iter([_snap(1400), _snap(1450), _snap(1450)])  # a QUIC server's tail, then quiet
+    monkeypatch.setattr(probes, "wire_counters", lambda backend: next(reads))
+    start = probes.settle("linkem", _snap(1300))  # type: ignore[arg-type]
+    assert start is not None and start.by_protocol["udp"] == 1450 and len(sleeps) == 3
+    monkeypatch.setattr(probes, "_last_end", [None])  # the first run of a process: nothing to compare
+    assert probes.settle("linkem", quiet) is quiet  # type: ignore[arg-type]
