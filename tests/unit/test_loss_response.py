@@ -237,6 +237,12 @@ def test_a_run_disturbed_by_another_command_is_the_labs_failure(monkeypatch: pyt
     with pytest.raises(EnvironmentFailure, match="other traffic"):
         probes.disturbed("linkem", mine, before, big, Protocol.H1, 2_000_000)
     probes.disturbed("linkem", mine, before, big, Protocol.H1, 20_000_000)  # ... but not for a 20 MB run
+    # a sender that does not back off, re-sending what a full queue dropped: the emulator's drops are its own
+    import dataclasses
+
+    dropped = dataclasses.replace(big, down=dataclasses.replace(big.down, queue_drops=(big.down.queue_drops or 0)
+                                                                 + 20_000))
+    probes.disturbed("linkem", mine, before, dropped, Protocol.H1, 2_000_000)
     reordering = parse_link({"rate": "40mbit", "delay": "40ms", "jitter": "10ms", "reorder": "yes"})
     monkeypatch.setattr(linkem, "current", lambda: reordering)
     probes.disturbed("linkem", reordering, before, big, Protocol.H1, 2_000_000)  # a sender's spurious retransmissions
