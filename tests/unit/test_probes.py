@@ -78,3 +78,14 @@ def test_a_quiet_link_starts_the_run_at_once_and_a_previous_runs_tail_is_waited_
     assert start is not None and start.by_protocol["udp"] == 1450 and len(sleeps) == 3
     monkeypatch.setattr(probes, "_last_end", [None])  # the first run of a process: nothing to compare
     assert probes.settle("linkem", quiet) is quiet  # type: ignore[arg-type]
+
+
+def test_a_run_with_competing_flows_does_not_wait_for_a_quiet_link(monkeypatch) -> None:
+    """Competing flows start with the run's conditions, before its probes: waiting for quiet would let them run
+    alone for the whole wait (the fairness test saw its shares change)."""
+    monkeypatch.setattr(probes, "_last_end", [_snap(0)])
+    monkeypatch.setattr(probes, "wire_counters", lambda backend: _snap(5000))
+    monkeypatch.setattr(probes, "settle", lambda *a: (_ for _ in ()).throw(AssertionError("waited")))
+    p = probes.LinkCounters()
+    p.before(SimpleNamespace(backend="linkem", other_traffic=False, adv=SimpleNamespace(flows=object())))  # type: ignore[arg-type]
+    assert p.start is not None and p.start.by_protocol["udp"] == 5000
