@@ -20,7 +20,7 @@ from lab.explain.model import (
     Reason,
     Window,
 )
-from lab.explain.rows import H2_HEADERS, H3_HEADERS, HS_FINISHED, QUIC_RETRY, Row
+from lab.explain.rows import H2_HEADERS, H3_HEADERS, HS_FINISHED, QUIC_RETRY, Row, client_of
 
 #: A gap between two client packets before the request of at least this share of the minimum RTT is a round trip
 #: the client spent waiting for the server.
@@ -70,8 +70,9 @@ def explain(inp: RunInputs) -> Explanation:
     if not inp.client_side or not inp.client_rows:
         bad.why = "no client-side capture with packets (was the run captured with --capture pcap?)"
         return bad
-    client_ip = inp.client_side[0].src
-    t0 = inp.client_side[0].time
+    client_ip = client_of(inp.client_rows) or inp.client_side[0].src
+    # from the client's first packet (a capture may begin with the previous run's stray server packets)
+    t0 = next((p.time for p in inp.client_side if p.src == client_ip), inp.client_side[0].time)
     c_from = [r for r in inp.client_rows if r.src == client_ip]
     req = next((r for r in c_from if _is_request(r, transport)), None)
     if req is None:
@@ -128,9 +129,11 @@ def _min_rtt(inp: RunInputs, client_ip: str, transport: str) -> float | None:
     client's largest acknowledged, server side)."""
     cands: list[float] = []
     rows = inp.client_rows
-    first_server = next((r for r in rows if r.src != client_ip), None)
-    if first_server is not None:
-        cands.append(first_server.time - rows[0].time)
+    first_client = next((r for r in rows if r.src == client_ip), None)
+    first_server = next((r for r in rows if r.src != client_ip and first_client is not None
+                         and r.time > first_client.time), None)
+    if first_server is not None and first_client is not None:
+        cands.append(first_server.time - first_client.time)
     if transport == "tcp":
         # ACKs that crossed the emulator: the server's in the client-side capture, the client's in the server-side
         cands += [r.ack_rtt for r in inp.client_rows if r.src != client_ip and r.ack_rtt is not None]

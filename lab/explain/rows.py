@@ -114,3 +114,14 @@ def parse(text: str) -> list[Row]:
             tcp_window=(_ints(c[27]) or [None])[0], quic_frame_types=_ints(c[28]),
             tcp_ack=(_ints(c[29]) or [None])[0]))
     return rows
+
+
+CLIENT_HELLO = 1
+
+
+def client_of(rows: list[Row]) -> str | None:
+    """The client's address: the sender of the first TLS ClientHello (TCP's, or the one in QUIC's Initial, which
+    tshark decrypts without the key log), else the first row's sender. A capture may begin with stray packets of
+    the previous run's server (its tail toward a client that had left): the first row is not always the client."""
+    hello = next((r.src for r in rows if CLIENT_HELLO in r.hs_types), None)
+    return hello if hello is not None else (rows[0].src if rows else None)

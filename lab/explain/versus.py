@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from lab.errors import UsageError
-from lab.explain.rows import H2_HEADERS, H3_HEADERS, Row
+from lab.explain.rows import H2_HEADERS, H3_HEADERS, Row, client_of
 from lab.results.schema import RunRecord
 
 #: IP + TCP header bytes per segment on the wire (20 + 20 + 12 bytes of timestamps), for the link time of TCP data
@@ -56,7 +56,8 @@ def trace(rows: Sequence[Row], transport: str) -> Trace:
     """tshark's rows of a client-side capture (decrypted) -> the request time and the server's arrivals."""
     if not rows:
         return Trace(None)
-    client, t0 = rows[0].src, rows[0].time
+    client = client_of(list(rows)) or rows[0].src
+    t0 = next(r.time for r in rows if r.src == client)
     req = next((r for r in rows if r.src == client and _is_request(r, transport)), None)
     out = Trace(None if req is None else req.time - t0)
     for r in rows:

@@ -115,8 +115,11 @@ def test_sweep_capture_is_referenced_from_runs_csv(lab_up, tmp_path):
         files = row["evidence"].split()
         # the captures, and the sender's loss-response figure where they allow one (TCP: sequence numbers; QUIC
         # needs the key log too, not captured here: lab/evidence/sender_view.py)
+        # and for TCP the sender's kernel state as its connection closed (sender-socket.txt, lab/evidence/
+        # sender_socket.py)
         names = sorted(Path(f).name for f in files)
-        assert names in (["client-side.pcap", "server-side.pcap"],
-                         ["client-side.pcap", "loss-response.png", "server-side.pcap"]), files
+        tcp = ["sender-socket.txt"] if row["protocol"] != "h3" else []
+        assert names in (sorted(["client-side.pcap", "server-side.pcap", *tcp]),
+                         sorted(["client-side.pcap", "loss-response.png", "server-side.pcap", *tcp])), files
         assert all((folder / f).stat().st_size > 300_000 for f in files if f.endswith(".pcap"))
         assert float(row["pcap_goodput_bps"]) > 0

@@ -154,3 +154,13 @@ def test_quic_sending_time_split_into_receiver_application_and_sender_limited():
     sh = limits.quic(rows, C)
     assert sh is not None and sh.seconds == pytest.approx(0.10)
     assert (sh.sender, sh.receiver, sh.application) == pytest.approx((0.2, 0.4, 0.4))
+
+
+def test_the_client_is_who_sent_the_clienthello_not_whoever_came_first():
+    """A capture may begin with the previous run's server still sending to a client that left."""
+    from lab.explain.rows import client_of
+
+    stray = Row(number=1, time=0.0, src=S, udp_len=1200, short=True, pns=[900])
+    hello = Row(number=2, time=0.5, src=C, udp_len=1200, long_types=[0], hs_types=[1])
+    assert client_of([stray, hello]) == C
+    assert client_of([stray]) == S and client_of([]) is None  # no ClientHello: the first sender, as before
