@@ -20,6 +20,7 @@ from pathlib import Path
 
 from lab import config, docker
 from lab.errors import EnvironmentProblem
+from lab.link import router
 
 SENDER_SOCKET_TXT = "sender-socket.txt"
 #: how long the helper may take to start listening, and how long a run's connection may take to close after it
@@ -42,9 +43,7 @@ class SocketWatch:
     def start(self) -> bool:
         """Start the helper and wait until it listens; False (with `problem` set) if it does not."""
         try:
-            image = docker.inspect_one(config.ROUTER_CONTAINER).config_image
-            if not image:
-                raise EnvironmentProblem("cannot tell the router's image")
+            image = router.image()
             self.stream = docker.Stream(
                 ["run", "--rm", "--name", self.name, "--label", f"{config.PROJECT}.helper=1", "--network",
                  f"container:{self.server}", "--cap-add=NET_ADMIN", "--entrypoint", "stdbuf", image, "-oL", "ss",

@@ -33,6 +33,15 @@ def try_run(*args: str) -> tuple[int, str]:
 
 
 @cache
+def image() -> str:
+    """The router's image: the one-shot helpers that act in an endpoint's network namespace run it (iproute2,
+    ethtool, sysctl are in it)."""
+    found = docker.inspect_one(config.ROUTER_CONTAINER).config_image
+    if not found:
+        raise EnvironmentProblem("cannot tell the router's image (for a one-shot helper)")
+    return found
+
+
 def interfaces() -> Interfaces:
     fields = dict(kv.split("=", 1) for kv in run("quiclab-router", "ifaces").split())
     return Interfaces(client_side=fields["client"], server_side=fields["server"])

@@ -196,6 +196,11 @@ def loss_columns(delta: counters.Snapshot) -> dict[str, Any]:
     return out
 
 
+def _others_expected(rc: RunContext) -> bool:
+    """Competing flows or the caller's own probe share the link with this run by design."""
+    return rc.other_traffic or (rc.adv is not None and rc.adv.flows is not None)
+
+
 @dataclass
 class LinkCounters(Probe):
     """Bytes and packets over the link during the transfer, drops by cause, and the check that nobody else used
@@ -215,8 +220,7 @@ class LinkCounters(Probe):
     def before(self, rc: RunContext) -> None:
         now = wire_counters(rc.backend)
         # competing flows (or the caller's own probe) are already on the link by design: nothing to wait out
-        others = rc.other_traffic or (rc.adv is not None and rc.adv.flows is not None)
-        self.start = now if others else settle(rc.backend, now)
+        self.start = now if _others_expected(rc) else settle(rc.backend, now)
 
     def after(self, rc: RunContext) -> None:
         self.end = wire_counters(rc.backend)
@@ -225,8 +229,8 @@ class LinkCounters(Probe):
     def settled(self, rc: RunContext) -> None:
         # what the run moves toward the client: every object, twice for resume/0rtt (two connections)
         moved = rc.workload.total_bytes(rc.run.point.size) * (2 if rc.workload.sessions else 1)
-        others = rc.other_traffic or (rc.adv is not None and rc.adv.flows is not None)
-        disturbed(rc.backend, rc.applied, self.start, self.end, rc.protocol, moved, others_expected=others)
+        disturbed(rc.backend, rc.applied, self.start, self.end, rc.protocol, moved,
+                  others_expected=_others_expected(rc))
 
     def columns(self, rc: RunContext, so_far: Mapping[str, Any]) -> dict[str, Any]:
         delta = self.delta

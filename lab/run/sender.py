@@ -19,11 +19,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from lab import agent, config, docker
+from lab import agent, docker
 from lab.endpoints import instances
 from lab.endpoints.registry import Implementation
 from lab.endpoints.sender_cc import NATIVE, SenderPlan
 from lab.errors import EnvironmentProblem
+from lab.link import router
 
 SYSCTL = "net.ipv4.tcp_congestion_control"
 _PROC = "/proc/sys/net/ipv4/tcp_congestion_control"
@@ -57,13 +58,6 @@ def _read(container: str, path: str) -> str:
         raise EnvironmentProblem(f"cannot read {path} in {container}: {(e.stderr or str(e)).strip()[:200]}") from None
 
 
-def _router_image() -> str:
-    image = docker.inspect_one(config.ROUTER_CONTAINER).config_image
-    if not image:
-        raise EnvironmentProblem("cannot tell the router's image (for the congestion-control helper)")
-    return image
-
-
 class SenderControl:
     """Per sweep (or `quiclab run`): puts each run's sender congestion control in force; `close()` at the end."""
 
@@ -91,7 +85,7 @@ class SenderControl:
 
     def _helper_image(self) -> str:
         if self._image is None:
-            self._image = _router_image()
+            self._image = router.image()
         return self._image
 
     @staticmethod
