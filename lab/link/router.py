@@ -42,6 +42,7 @@ def image() -> str:
     return found
 
 
+@cache
 def interfaces() -> Interfaces:
     fields = dict(kv.split("=", 1) for kv in run("quiclab-router", "ifaces").split())
     return Interfaces(client_side=fields["client"], server_side=fields["server"])

@@ -12,7 +12,7 @@ import pytest
 
 from lab import config, docker
 from lab.endpoints import check_server, get_client
-from lab.endpoints.registry import registry
+from lab.endpoints.registry import UNSUPPORTED_EXIT, registry
 from lab.protocols import Protocol
 from lab.results import store
 from lab.run.transfer import run_transfer
@@ -84,6 +84,14 @@ def test_an_unsupported_combination_is_not_a_failure(lab_up):
     p = subprocess.run(["docker", "exec", config.CLIENT_CONTAINER, "env", "PROTOCOL=h2", "URL=https://ngtcp2.quiclab/obj/1",
                         "quiclab-ngtcp2-fetch"], capture_output=True, text=True, timeout=30)
     assert p.returncode == 127 and "HTTP/3 only" in p.stderr
+
+
+def test_an_adapter_asked_for_an_unsupported_combination_says_so_itself(lab_up):
+    # the caller decides support before running (lab/plan/support.py); asked anyway, the client's wrapper exits 127
+    # and the result is "unsupported", never a failure
+    r = run_transfer(get_client("gtlsclient"), "nginx", Protocol.H2, 1000, timeout_s=5)
+    assert r.unsupported and not r.ok and r.exit_code == UNSUPPORTED_EXIT
+    assert r.failure == "unsupported: gtlsclient speaks HTTP/3 only, not h2"
 
 
 def test_every_server_certificate_comes_from_the_lab_ca(lab_up):

@@ -43,6 +43,7 @@ def forget_the_old_lab() -> None:
     pages._cache.clear()
     calibrate._cache.clear()
     router.interfaces.cache_clear()
+    router.image.cache_clear()
     router.has_netem.cache_clear()
     router._path.clear()
     agent._agents.clear()

@@ -8,7 +8,7 @@ import pytest
 
 from lab.endpoints import check_server, client_names, get_client, server_names
 from lab.endpoints.ngtcp2 import Ngtcp2Client
-from lab.endpoints.registry import REGISTRY_FILE, UNSUPPORTED_EXIT, load, parse, registry
+from lab.endpoints.registry import REGISTRY_FILE, load, parse, registry
 from lab.errors import UsageError
 from lab.models import TransferRequest
 from lab.plan.checks import validate
@@ -18,7 +18,6 @@ from lab.results.schema import Status
 from lab.results.stats import summarize
 from lab.results.summary import stats_table
 from lab.run import runner
-from lab.run.transfer import run_transfer
 
 DATA = tomllib.loads(REGISTRY_FILE.read_text())
 
@@ -216,13 +215,6 @@ def test_unsupported_combinations_are_known_without_running():
     assert reg.unsupported("gtlsclient", "caddy", Protocol.H1) == "gtlsclient does not speak HTTP/1.1"
     assert reg.unsupported("gtlsclient", "ngtcp2", Protocol.H1) == "gtlsclient and ngtcp2 do not speak HTTP/1.1"
     assert reg.unsupported("gtlsclient", "ngtcp2", Protocol.H3) == ""
-
-
-def test_run_transfer_does_not_run_an_unsupported_combination():
-    # No Docker here: an attempt to run anything would fail, not return "unsupported".
-    r = run_transfer(get_client("gtlsclient"), "nginx", Protocol.H2, 1000, timeout_s=5)
-    assert r.unsupported and not r.ok and r.exit_code == UNSUPPORTED_EXIT
-    assert r.failure == "unsupported: gtlsclient speaks HTTP/3 only, not h2"  # its adapter says so itself
 
 
 def test_support_is_decided_once_per_run_before_anything_runs():
