@@ -18,6 +18,7 @@ The difference rows are B - A per component; they add up to B's total - A's tota
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -103,6 +104,9 @@ class Analysis:
 
 
 class _Stream:
+    """One stream's received bytes: everything below `contig`, and above it `pending`, sorted disjoint intervals
+    that do not touch (merged as they arrive, so a long-open hole costs O(log n) per packet, not O(n))."""
+
     def __init__(self) -> None:
         self.contig = 0
         self.highest = 0
@@ -112,19 +116,26 @@ class _Stream:
     def add(self, a: int, b: int) -> bool:
         """Receive [a, b); True if it re-sent bytes below the highest offset received."""
         resent = a < self.highest
-        new = [(a, b)]
-        for pa, pb in [(0, self.contig), *self.pending]:  # count each byte once
-            new = [(x, y) for s, e in new for x, y in ((s, min(e, pa)), (max(s, pb), e)) if x < y]
-        self.got += sum(e - s for s, e in new)
         self.highest = max(self.highest, b)
-        if a <= self.contig:
-            self.contig = max(self.contig, b)
-        else:
-            self.pending.append((a, b))
-        self.pending.sort()
-        while self.pending and self.pending[0][0] <= self.contig:
+        s, e = max(a, self.contig), b
+        if s >= e:
+            return resent
+        # the pending intervals that overlap or touch [s, e): from the last one starting at or before s
+        i = bisect.bisect_right(self.pending, (s, float("inf"))) - 1
+        if i < 0 or self.pending[i][1] < s:
+            i += 1
+        j = i
+        covered = 0
+        while j < len(self.pending) and self.pending[j][0] <= e:
+            ps, pe = self.pending[j]
+            covered += max(0, min(pe, e) - max(ps, s))
+            j += 1
+        self.got += (e - s) - covered  # count each byte once
+        if i < j:
+            s, e = min(s, self.pending[i][0]), max(e, self.pending[j - 1][1])
+        self.pending[i:j] = [(s, e)]
+        if self.pending[0][0] <= self.contig:
             self.contig = max(self.contig, self.pending.pop(0)[1])
-        self.pending = [(max(s, self.contig), e) for s, e in self.pending if e > self.contig]
         return resent
 
     @property

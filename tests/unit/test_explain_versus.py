@@ -233,3 +233,41 @@ def test_an_undecryptable_run_is_not_explainable_with_why(sweep, capsys):
     assert run([str(sweep), "--versus", "h2,h3"]) == 1
     err = capsys.readouterr().err
     assert "0/h3/curl/nginx/0 is not explainable: no TLS key log" in err and "Traceback" not in err
+
+
+def test_a_stream_counts_bytes_once_and_delivers_in_order_like_a_byte_set():
+    # against the obvious model (a set of received offsets), over random arrivals with overlaps, repeats and holes
+    import itertools
+    import random
+
+    from lab.explain.versus import _Stream
+
+    rng = random.Random(7)
+    for _ in range(300):
+        stream, seen, highest = _Stream(), set(), 0
+        for _ in range(rng.randint(1, 40)):
+            a = rng.randrange(0, 200)
+            b = a + rng.randint(1, 30)
+            assert stream.add(a, b) == (a < highest)
+            highest = max(highest, b)
+            seen |= set(range(a, b))
+            contig = 0
+            while contig in seen:
+                contig += 1
+            assert (stream.got, stream.contig) == (len(seen), contig)
+            assert stream.hole == any(x > contig for x in seen)
+            assert all(p[1] < q[0] for p, q in itertools.pairwise(stream.pending))  # disjoint, not touching
+
+
+def test_a_long_open_hole_costs_little_per_packet():
+    # 200 000 arrivals behind one hole (a 10 MB transfer whose first loss is repaired last): merged, not a list
+    # of 200 000 intervals walked per packet
+    from lab.explain.versus import _Stream
+
+    stream = _Stream()
+    stream.add(0, 1000)
+    for k in range(2, 200_002):
+        stream.add(k * 1000, (k + 1) * 1000)
+    assert stream.pending == [(2000, 200_002_000)] and stream.contig == 1000
+    stream.add(1000, 2000)
+    assert stream.contig == 200_002_000 and not stream.hole and stream.got == 200_002_000
