@@ -130,10 +130,10 @@ def _min_rtt(inp: RunInputs, client_ip: str, transport: str) -> float | None:
     cands: list[float] = []
     rows = inp.client_rows
     first_client = next((r for r in rows if r.src == client_ip), None)
-    first_server = next((r for r in rows if r.src != client_ip and first_client is not None
-                         and r.time > first_client.time), None)
-    if first_server is not None and first_client is not None:
-        cands.append(first_server.time - first_client.time)
+    if first_client is not None:
+        first_server = next((r for r in rows if r.src != client_ip and r.time > first_client.time), None)
+        if first_server is not None:
+            cands.append(first_server.time - first_client.time)
     if transport == "tcp":
         # ACKs that crossed the emulator: the server's in the client-side capture, the client's in the server-side
         cands += [r.ack_rtt for r in inp.client_rows if r.src != client_ip and r.ack_rtt is not None]

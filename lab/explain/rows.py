@@ -6,6 +6,7 @@ per frame. Multi-valued fields (coalesced QUIC packets, several frames in one pa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 FIELDS = ("frame.number", "frame.time_epoch", "ip.src", "tcp.len", "tcp.seq", "tcp.analysis.retransmission",
@@ -119,7 +120,7 @@ def parse(text: str) -> list[Row]:
 CLIENT_HELLO = 1
 
 
-def client_of(rows: list[Row]) -> str | None:
+def client_of(rows: Sequence[Row]) -> str | None:
     """The client's address: the sender of the first TLS ClientHello (TCP's, or the one in QUIC's Initial, which
     tshark decrypts without the key log), else the first row's sender. A capture may begin with stray packets of
     the previous run's server (its tail toward a client that had left): the first row is not always the client."""

@@ -57,7 +57,7 @@ def trace(rows: Sequence[Row], transport: str) -> Trace:
     """tshark's rows of a client-side capture (decrypted) -> the request time and the server's arrivals."""
     if not rows:
         return Trace(None)
-    client = client_of(list(rows)) or rows[0].src
+    client = client_of(rows) or rows[0].src
     t0 = next(r.time for r in rows if r.src == client)
     req = next((r for r in rows if r.src == client and _is_request(r, transport)), None)
     out = Trace(None if req is None else req.time - t0)
