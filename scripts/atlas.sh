@@ -12,7 +12,7 @@
 # would measure the host, not the link, when labs share its two cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-parallel=3 rerun=0
+parallel=3 rerun=0 published=0
 while [[ "${1:-}" == --* ]]; do
   case $1 in
     --parallel) parallel=$2; shift 2 ;;
@@ -56,5 +56,8 @@ for p in "${presets[@]}"; do
   complete "$folder" || { echo "✗ $p: $folder is not complete: not published" >&2; exit 1; }
   "${quiclab[@]}" publish "$folder" "$p"  # refuses a folder not made from committed code, or without image IDs
   echo "✓ $p published: $ref ($(du -sh "$ref" | cut -f1))"
-  "${quiclab[@]}" docs  # docs/seeds.md and the generated blocks now cite it: commit them with the folder
+  published=1
 done
+# docs/seeds.md and the generated blocks now cite them: commit them with the folders. (Once, after every sweep:
+# regenerated docs are source changes, and the next preset's sweep must start from a clean tree.)
+if ((published)); then "${quiclab[@]}" docs; fi
