@@ -40,6 +40,10 @@ def _images(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def images_recorded(manifest: dict[str, Any]) -> bool:
+    return bool(_images(manifest))
+
+
 def problems(manifest: dict[str, Any], *, is_ancestor: Any = _is_ancestor) -> list[str]:
     """Why a sweep folder's manifest cannot be published as a reference (empty: it can)."""
     out: list[str] = []

@@ -117,3 +117,21 @@ def test_publish_copies_results_not_evidence(tmp_path: Path) -> None:
     publish.publish(src, dest)
     got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
     assert got == ["manifest.json", "plots/a.svg", "runs.csv", "source.diff", "summary.md"]
+
+
+def test_the_provenance_block_says_what_each_folder_was_made_from(tmp_path: Path) -> None:
+    import json
+
+    from lab.results import blocks
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=config.ROOT, capture_output=True, text=True).stdout.strip()
+    for name, git, images in (("clean", {"commit": head, "dirty": False}, {"router": {"id": "sha256:1"}}),
+                              ("dirty", {"commit": head, "dirty": True}, None)):
+        (tmp_path / name).mkdir()
+        doc = {"status": "complete", "started_at": "2026-11-25T00:00:00+00:00", "git": git}
+        if images:
+            doc["images"] = images
+        (tmp_path / name / "manifest.json").write_text(json.dumps(doc))
+    text = blocks.render("provenance-all", tmp_path)
+    assert "2 reference folders; 1 meet today's publishing rule" in text
+    assert f"| `clean` | 2026-11-25 | {head[:7]} | clean | yes | yes |" in text
+    assert f"| `dirty` | 2026-11-25 | {head[:7]} | uncommitted changes, diff not recorded | no | no |" in text
