@@ -127,7 +127,8 @@ def test_the_provenance_block_says_what_each_folder_was_made_from(tmp_path: Path
     for name, git, images in (("clean", {"commit": head, "dirty": False}, {"router": {"id": "sha256:1"}}),
                               ("dirty", {"commit": head, "dirty": True}, None)):
         (tmp_path / name).mkdir()
-        doc = {"status": "complete", "started_at": "2026-11-25T00:00:00+00:00", "git": git}
+        doc = {"scenario": {"name": name}, "status": "complete", "started_at": "2026-11-25T00:00:00+00:00",
+               "git": git}
         if images:
             doc["images"] = images
         (tmp_path / name / "manifest.json").write_text(json.dumps(doc))
