@@ -179,6 +179,7 @@ class Manifest(Sweep, Environment, Labs, End, Merge):
         checked = as_manifest({**self.doc(), **values})
         for key in values:
             setattr(self, key, getattr(checked, key))
+        self._order += [key for key in values if key not in self._order]  # new keys after the others, as set
         return self
 
     def put(self, section: Section) -> Manifest:
