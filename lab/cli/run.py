@@ -1,5 +1,5 @@
 """`quiclab run`: one verified transfer per protocol over the link in force, as a one-point plan run by the sweep's
-runner (lab/run/runner.py attempt): the same support check, probes and columns as a sweep's runs.csv row."""
+runner (lab/run/runner.py one_attempt): the same support check, probes and columns as a sweep's runs.csv row."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def register(app: typer.Typer) -> None:
                 for run in runs:
                     with terminal.status(f"{run.protocol.label} {format_size(nbytes)} with {adapter.name} → "
                                          f"{server}"):
-                        rec, _ = runner.attempt(run, ctx)
+                        rec, _ = runner.one_attempt(run, ctx)
                     records.append(rec)
                     _warn(rec, root)
                     if json_out:

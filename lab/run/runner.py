@@ -248,7 +248,7 @@ def _judge_host(rec: RunRecord, load: hostload.Load | None, ctx: Context) -> tup
     return dataclasses.replace(rec, **busy, host_bound=why), why
 
 
-def attempt(run: PlannedRun, ctx: Context) -> tuple[RunRecord, str]:
+def one_attempt(run: PlannedRun, ctx: Context) -> tuple[RunRecord, str]:
     """One attempt at a run (execute) judged by the fidelity guard: its record, and why the host was the bottleneck
     ("": it was not). A sweep's run loop and `quiclab run` both run a run so."""
     load_before = hostload.sample()
@@ -285,7 +285,7 @@ def run_all(runs: list[PlannedRun], ctx: Context, log: RunLog, on_done: Callable
                 attempt += 1
                 seen = stops.count
                 try:
-                    rec, host_bound = attempt(run, ctx)
+                    rec, host_bound = one_attempt(run, ctx)
                 except KeyboardInterrupt:
                     return Finish("interrupted")
                 except EnvironmentFailure as e:
