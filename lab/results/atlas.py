@@ -47,7 +47,6 @@ from lab.results.verdict import (
 )
 
 SEEDS_TOML = config.ROOT / "docs" / "seeds.toml"
-SEEDS_MD = config.ROOT / "docs" / "seeds.md"
 REFERENCE = config.ROOT / "results" / "reference"
 Direction = Literal["QUIC faster", "QUIC slower", "parity", "no verdict"]
 #: a seed ratio within this factor of 1 is "parity" (the lab's equivalence margin, so both sides use one band)

@@ -38,7 +38,7 @@ from lab.results.schema import RunRecord
 from lab.results.store import RunLog
 from lab.run import hostload
 from lab.run import workload as workloads
-from lab.run.probes import RunContext, probes
+from lab.run.probes import ProbeState, RunContext, probes
 from lab.run.sender import SenderControl
 from lab.run.transfer import run_transfer, stop_clients
 from lab.signals import Stops, deferred_interrupt
@@ -63,6 +63,7 @@ class Context:
     host_bound_log: Callable[[RunRecord], None] = lambda _rec: None  # where flagged attempts go (not results)
     # `quiclab run`: the link in force (the user's `quiclab shape`) is the run's: read back, not applied
     link_in_force: bool = False
+    probe_state: ProbeState = field(default_factory=ProbeState)  # what the probes carry from run to run
 
     def cc_of(self, implementation: str, protocol: Protocol) -> str:
         """"unknown" if the manifest does not say; "none" if the implementation has no such transport."""
@@ -152,7 +153,7 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
         rc = RunContext(run=run, server=server, workload=workloads.workload_of(run.point), backend=backend,
                         applied=applied or link, started_at=started, folder=ctx.folder,
                         cc_claim=ctx.cc_of(run.server, run.protocol), senders=ctx.sender, sender=sender,
-                        other_traffic=ctx.other_traffic)
+                        other_traffic=ctx.other_traffic, state=ctx.probe_state)
         result, columns = _run_with_probes(rc, ctx)
         measured = outcome(result, time.monotonic() - t0)
         return RunRecord(**columns({**identity(run, ctx, backend, applied if ctx.link_in_force else link, started),
