@@ -8,7 +8,7 @@ fails when the committed file no longer matches its data.
 One definition for every comparison: **QUIC/TCP time** = the Hodges-Lehmann estimate of the ratio of the two
 methods' transfer (or page) times, with its exact distribution-free CI and the level that CI reaches at these n
 (lab/results/verdict.py: the same statistics `quiclab compare` uses; failed and timed-out runs enter censored at
-their timeout, never dropped). < 1: QUIC was faster. The lab's verdict on it is verdict.py's `decide` at the
+their own end, never dropped). < 1: QUIC was faster. The lab's verdict on it is verdict.py's `decide` at the
 default margins (equivalent: CI inside +-10 %; QUIC faster/slower: rank test p < 0.05 and the CI wholly beyond the
 margin; else no verdict). The seed's direction is from its own numbers: its QUIC/TCP time ratio below 1/1.1 is
 "QUIC faster", above 1.1 "QUIC slower", else "parity" (a seed gives one number per point, so no interval); for

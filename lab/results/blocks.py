@@ -43,10 +43,11 @@ def render(name: str, reference: Path) -> str:
     records, manifest = load_sweep(folder)
     head = source_line(folder, manifest, records, rel) + "\n\n"
     if kind == "cc":
-        senders, checks = cc_check.sender_table(records), cc_check.checks(records)
+        threshold = cc_check.reference_threshold(reference / "validate-reno")
+        senders, checks = cc_check.sender_table(records), cc_check.checks(records, threshold)
         parts = [md_table(senders)] if senders is not None else []
         if checks:
-            parts += [cc_check.NOTE, md_table(cc_check.table(checks))]
+            parts += [cc_check.note(threshold), md_table(cc_check.table(checks))]
         return head + "\n\n".join(parts or ["(no sender read back in this folder)"]) + "\n"
     table = stats_table(summarize(records)) if kind == "medians" else ratio_table(ratios(records))
     return head + md_table(table) + "\n"
