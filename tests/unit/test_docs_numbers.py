@@ -233,3 +233,52 @@ def test_every_committed_explanation_has_its_two_drop_counts_in_agreement() -> N
         for direction in ("down", "up"):
             d = path[direction]
             assert d["agree"] is True, (p, direction)
+
+
+def test_the_prose_on_the_sender_states_the_verdicts_of_its_generated_table() -> None:
+    """docs/results.md, "The sender decides": the verdict the prose names per algorithm at 5 % loss (same algorithm
+    on both sides, gtlsclient→ngtcp2 against curl→nginx) is the generated table's."""
+    text = RESULTS.read_text(encoding="utf-8")
+    prose = text[text.index("### The sender decides"):text.index("<!-- generated: verdicts-connectify-cc -->")]
+    table = {row["parameter"]: row["lab says"] for row in block(RESULTS, "verdicts-connectify-cc")
+             if row["QUIC"] == "HTTP/3 gtlsclient→ngtcp2"}
+    said = re.findall(r"\*?(parity|no verdict|QUIC faster|QUIC slower)\*? for (BBR|Reno|CUBIC) at 5 %",
+                      " ".join(prose.split()))
+    assert len(said) == 3, said
+    for verdict, cc in said:
+        assert table[f"cc={cc.lower()} loss=5%"] == verdict, (cc, verdict)
+
+
+def test_documents_quote_only_sentences_the_readme_has() -> None:
+    """A sentence quoted as the README's must be in the README (one was quoted twice after it had gone)."""
+    readme = " ".join(README.read_text(encoding="utf-8").split())
+    for path in sorted((ROOT / "docs").glob("*.md")):
+        text = " ".join(path.read_text(encoding="utf-8").split())
+        for quote in re.findall(r"\(README[^)]*?\"([^\"]+)\"|\"([^\"]+)\" \(README", text):
+            q = next(x for x in quote if x)
+            assert q.rstrip(".") in readme, f"{path.name} quotes the README: {q!r}"
+
+
+def test_the_readmes_opening_quotes_no_link_figure_without_committed_data() -> None:
+    """results/bench/*.json is not committed: the README's first paragraphs state no forwarding figure (they point
+    to `quiclab bench link`)."""
+    opening = README.read_text(encoding="utf-8").split("## The two commands")[0]
+    assert not re.search(r"\d\s*Gbit/s|\d+(?:\.\d+)?-\d+(?:\.\d+)? of the kernel", opening), opening
+    assert "quiclab bench link" in opening
+
+
+def test_the_default_forwarding_the_docs_name_is_the_one_every_reference_folder_ran() -> None:
+    kinds = {json.loads(p.read_text(encoding="utf-8")).get("link_forwarding")
+             for p in REF.glob("*/manifest.json")} - {None}
+    assert kinds == {"threaded-napi"}, kinds
+    for path in (ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "link.md", ROOT / "lab" / "link" / "napi.py"):
+        text = " ".join(path.read_text(encoding="utf-8").split())
+        assert not re.search(r"default stays `?off|By default \(`QUICLAB_LINKEM_NAPI=off`\)", text), path.name
+
+
+def test_a_payload_time_quoted_is_the_payload_over_the_rate() -> None:
+    """docs/seeds.md: 10 MB at 10 Mbit/s is 8.0 s of payload (8.4 s only with the packets' headers)."""
+    text = " ".join(SEEDS.read_text(encoding="utf-8").split())
+    quoted = re.findall(r"10 MB(?: payload)? (?:at 10 Mbit/s )?alone (?:is|takes) (\d+(?:\.\d+)?) s", text)
+    assert quoted
+    assert all(float(q) == pytest.approx(10e6 * 8 / 10e6) for q in quoted), quoted
