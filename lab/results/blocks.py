@@ -3,8 +3,11 @@ reference folder, so that a number quoted there is the folder's, recomputed by `
 
 Block names: `medians-PRESET` (the per-point, per-method medians with their CIs and levels, the table of the
 folder's summary.md), `ratios-PRESET` (the paired HTTP/3 / TCP ratios of that table's methods) and `cc-PRESET`
-(the senders' congestion control as read back, and the Reno-model check of every Reno claim); `provenance-all`
-lists every reference folder with the code and images it was made from (lab/results/publish.py's rule).
+(the senders' congestion control as read back, and the Reno-model check of every Reno claim), `verdicts-PRESET`
+(per point, every HTTP/3 method against every HTTP/1.1 method of the folder: the QUIC/TCP time ratio, its CI and
+the lab's verdict, as docs/seeds.md states them: lab/results/atlas.py) and `threshold-PRESET` (the Reno check's
+threshold as derived from that folder: lab/results/cc_check.py); `provenance-all` lists every reference folder
+with the code and images it was made from (lab/results/publish.py's rule).
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from lab.results import cc_check, publish
 from lab.results.folder import MANIFEST, read_manifest
 from lab.results.report import load_sweep
 from lab.results.schema import RunRecord
-from lab.results.stats import ratios, summarize
+from lab.results.stats import method_label, ratios, summarize
 from lab.results.summary import md_table, ratio_table, stats_table
+from lab.results.verdict import fmt_ci, fmt_level
 
-KINDS = ("medians", "ratios", "cc", "provenance")
+KINDS = ("medians", "ratios", "cc", "verdicts", "threshold", "provenance")
 
 
 def source_line(folder: Path, manifest: dict[str, object], records: list[RunRecord], rel: str) -> str:
@@ -73,10 +77,38 @@ def render(name: str, reference: Path) -> str:
     records, manifest = load_sweep(folder)
     head = source_line(folder, manifest, records, rel) + "\n\n"
     if kind == "cc":
-        senders, checks = cc_check.sender_table(records), cc_check.checks(records)
+        threshold = cc_check.reference_threshold(reference / "validate-reno")
+        senders, checks = cc_check.sender_table(records), cc_check.checks(records, threshold)
         parts = [md_table(senders)] if senders is not None else []
         if checks:
-            parts += [cc_check.NOTE, md_table(cc_check.table(checks))]
+            parts += [cc_check.note(threshold), md_table(cc_check.table(checks))]
         return head + "\n\n".join(parts or ["(no sender read back in this folder)"]) + "\n"
+    if kind == "threshold":
+        t = cc_check.reference_threshold(folder)
+        return head + (f"Threshold: {t.note()}.\n" if t else "No honest Reno sender in this folder: no threshold.\n")
+    if kind == "verdicts":
+        return head + md_table(verdict_table(records)) + "\n"
     table = stats_table(summarize(records)) if kind == "medians" else ratio_table(ratios(records))
     return head + md_table(table) + "\n"
+
+
+def verdict_table(records: list[RunRecord]) -> tuple[list[str], list[list[str]]]:
+    """Per point: every HTTP/3 method against every HTTP/1.1 method with runs there, as the atlas compares them."""
+    from lab.results import atlas  # (atlas reads folders through lab.results.report, as this module does)
+
+    cols = ["parameter", "QUIC", "TCP", "senders (read back)", "n QUIC/TCP", "QUIC/TCP time [CI, level]",
+            "lab says", "why"]
+    rows = []
+    methods = list(dict.fromkeys((r.protocol, r.client, r.server) for r in records if r.status != "unsupported"))
+    for point in dict.fromkeys(r.point_label for r in sorted(records, key=lambda r: r.point)):
+        for q in (atlas.Side(protocol="h3", client=c, server=s) for p, c, s in methods if p == "h3"):
+            for t in (atlas.Side(protocol="h1", client=c, server=s) for p, c, s in methods if p == "h1"):
+                cell = atlas.compare_methods(records, records, point, q, t)
+                if cell.missing:
+                    continue
+                ratio = f"{cell.ratio} [{fmt_ci(cell.ci)}, {fmt_level(cell.ci)}]" if cell.ci else cell.ratio
+                senders = f"{atlas.senders(records, q, {point})} / {atlas.senders(records, t, {point})}"
+                rows.append([point, method_label(q.protocol, q.client, q.server),
+                             method_label(t.protocol, t.client, t.server), senders, atlas.n_text(cell), ratio,
+                             cell.direction, cell.reason])
+    return cols, rows
