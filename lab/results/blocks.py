@@ -3,7 +3,8 @@ reference folder, so that a number quoted there is the folder's, recomputed by `
 
 Block names: `medians-PRESET` (the per-point, per-method medians with their CIs and levels, the table of the
 folder's summary.md), `ratios-PRESET` (the paired HTTP/3 / TCP ratios of that table's methods) and `cc-PRESET`
-(the senders' congestion control as read back, and the Reno-model check of every Reno claim).
+(the senders' congestion control as read back, and the Reno-model check of every Reno claim); `pairing-reference`:
+what the paired verdicts changed on every committed folder (lab/results/pairing_table.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from lab.results.schema import RunRecord
 from lab.results.stats import ratios, summarize
 from lab.results.summary import md_table, ratio_table, stats_table
 
-KINDS = ("medians", "ratios", "cc")
+KINDS = ("medians", "ratios", "cc", "pairing")
 
 
 def source_line(folder: Path, manifest: dict[str, object], records: list[RunRecord], rel: str) -> str:
@@ -36,6 +37,12 @@ def render(name: str, reference: Path) -> str:
     kind, _, preset = name.partition("-")
     if kind not in KINDS or not preset:
         raise UsageError(f"generated block {name!r}: expected {', '.join(k + '-PRESET' for k in KINDS)}")
+    if kind == "pairing":
+        from lab.results import pairing_table
+
+        if preset != "reference":
+            raise UsageError(f"generated block {name!r}: the pairing table is `pairing-reference` (every folder)")
+        return pairing_table.render(reference)
     folder = reference / preset
     rel = f"results/reference/{preset}"
     if not (folder / "runs.csv").is_file():
