@@ -1,6 +1,13 @@
 """Do two sweeps agree? Per point x method x metric one verdict: equivalent, differs or inconclusive.
 
-docs/results.md "Do two sweeps agree?" states the rules for readers; this module implements them.
+docs/results.md "Do two sweeps agree?" states the rules for readers; this module implements them, once, for every
+comparison the product states: `quiclab compare` and `reproduce` (judge_records), a report's "In short" and the
+seed atlas (judge_runs); `decide` is the one rule.
+
+Design (judge_metric): **paired** where every result of A has exactly one result of B with the same repeat and link
+seed and vice versa (lab/results/paired.py: B/A = the median of the per-pair ratios, its CI the sign-based
+order-statistic interval, censored pairs at their least favourable value for each end; the unpaired estimate below
+is kept beside it); **unpaired** otherwise (the row says why) and always for the p95: the statistics below.
 
 Metrics (per point and method present in both sweeps):
 - `goodput`: the median goodput; for a page workload (`page:NxSIZE`) the median page time instead (`page_time`,
@@ -35,14 +42,16 @@ the level it reaches:
 Pairwise ratios with a censored side are bounds ranking beyond every exact one (as the paired ratios of the
 reports); a pair censored on both sides is indeterminate and taken as the least favourable end of the CI.
 
-Differs: a two-sided Mann-Whitney rank test (exact; with ties the exact permutation distribution; beyond 60 runs
-in all the normal approximation with tie and continuity correction) gives p < alpha AND the whole CI lies outside
-the margin (criterion.rs style: a change smaller than the margin is not called a difference). Censored values tie
+Differs: the whole CI lies outside the margin; unpaired, a two-sided Mann-Whitney rank test (exact; with ties the
+exact permutation distribution; beyond 60 runs in all the normal approximation with tie and continuity correction)
+must also give p < alpha (paired, the distribution-free sign interval is its own test) (criterion.rs style: a
+change smaller than the margin is not called a difference). Censored values tie
 with each other beyond every completed one. The CI must reach 1 - 2*alpha for either verdict.
 
 Inconclusive: neither; the row says why. With nA and nB runs no two-sided rank test can reach a p below
 2 / C(nA + nB, nA) (n = n per side: 3 -> 0.10, 4 -> 0.029, 5 -> 0.0079): at alpha 0.05 three runs per side can
-never show a difference; every such row carries that warning.
+never show an unpaired difference; paired, no interval reaches 90 % below 5 pairs; every such row carries that
+warning.
 """
 
 from __future__ import annotations
