@@ -162,8 +162,19 @@ def sign_interval(pairs: Sequence[tuple[Obs, Obs]], target: float) -> SignInterv
     if rank is None:
         return SignInterval(n, n_cens, est, None, None, 0.0, 0)
     k, level = rank
-    lo_end, hi_end = lows[k - 1], highs[n - k]
-    return SignInterval(n, n_cens, est, lo_end.shown, hi_end.shown, float(level), k)
+    lo, hi = order_interval(pairs, k)
+    return SignInterval(n, n_cens, est, lo, hi, float(level), k)
+
+
+def order_interval(pairs: Sequence[tuple[Obs, Obs]], k: int) -> tuple[Est, Est]:
+    """[d(k), d(n-k+1)] of the per-pair ratios B/A, censored pairs at their least favourable value for each end
+    (1 <= k <= (n+1)/2)."""
+    ends = [_ends(a, b) for a, b in pairs]
+    if not 1 <= k <= (len(ends) + 1) // 2:
+        raise ValueError(f"k = {k} with {len(ends)} pairs")
+    lows = sorted((e[0] for e in ends), key=lambda e: e.value)
+    highs = sorted((e[1] for e in ends), key=lambda e: e.value)
+    return lows[k - 1].shown, highs[len(ends) - k].shown
 
 
 def sign_level(n: int, target: float) -> float:
