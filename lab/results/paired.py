@@ -16,8 +16,9 @@ docs/results.md "Do two sweeps agree?" states the rule for readers; lab/results/
   is exact for continuous data at any n (ties only raise it): n = 5 pairs -> [min, max] at 93.75 %; no interval
   reaches 90 % below 5 pairs (4: 87.5 %).
 - **Censored pairs** stay in, at their least favourable value for each end. A pair with B censored (B's time is
-  only known to be above its timeout) has a time ratio known only to lie above a bound c; the lower end is computed
-  with that pair at c, the upper end with it at +infinity; the opposite for a ratio known only to lie below a bound;
+  only known to be above its censoring point: where it failed or timed out) has a time ratio known only to lie
+  above a bound c; the lower end is computed with that pair at c, the upper end with it at +infinity; the opposite
+  for a ratio known only to lie below a bound;
   a pair censored on both sides (indeterminate) is at -infinity for the lower end and +infinity for the upper.
   Each end so computed lies at or beyond the end the true (uncensored) values would give, so the interval covers
   with at least the stated level (marked "at least" when any pair is censored). An end that falls on a censored
