@@ -193,3 +193,6 @@ def test_no_committed_verdict_changes_side_with_pairing():
     assert rows, text
     for r in rows:
         assert r[-2:] == ["0", "0 |"], r  # faster <-> slower, equivalent <-> differs
+    # docs/results.md says the changes go both ways (no verdict -> decided and decided -> no verdict)
+    everything = next(r for r in rows if "all folders" in r[0])
+    assert int(everything[-4]) > 0 and int(everything[-3]) > 0, everything
