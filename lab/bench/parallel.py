@@ -2,7 +2,7 @@
 4 Mbit/s, 40 ms RTT, loss 0 and 2 %, h2 and h3, 10 repeats, fixed seed) run as real sweeps
 (`quiclab sweep parallel-check --parallel N` subprocesses) with N = 1, 2, 3, 4 labs in turn on this host, so the
 wall times are measured side by side; each sweep with N > 1 is then judged against N = 1 with the verdicts of
-`quiclab compare` (lab/results/verdict.py). Wall time is the whole command's: start-up, the extra labs' bring-up
+`quiclab compare` (lab/stats/verdict.py). Wall time is the whole command's: start-up, the extra labs' bring-up
 and tear-down, the report."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lab.errors import EnvironmentProblem
+from lab.report.report import judge_sweeps
 from lab.results import store
-from lab.results.report import judge_sweeps
 from lab.run.reproduce import point_share
 
 PRESET = "parallel-check"

@@ -8,8 +8,8 @@ from pydantic import BaseModel
 
 from lab import terminal
 from lab.cli.report import check_sweep_folder
-from lab.results.report import COMPARE_NOTE, compare_loaded, load_sweep, sweep_name
-from lab.results.verdict import Judgement, Margins, judge_records, margins_from_options, verdict_table
+from lab.report.report import COMPARE_NOTE, compare_loaded, load_sweep, sweep_name
+from lab.stats.verdict import Judgement, Margins, judge_records, margins_from_options, verdict_table
 
 
 class TableDump(BaseModel):

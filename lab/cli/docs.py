@@ -5,7 +5,7 @@ from typing import Annotated
 import typer
 
 from lab import config, terminal
-from lab.results import generated
+from lab.docgen import generated
 
 
 def register(app: typer.Typer) -> None:

@@ -16,7 +16,7 @@ from lab.cli.report import check_sweep_folder
 from lab.explain import qlog, tshark
 from lab.explain.folder import explain_folder
 from lab.explain.model import Explanation, Figure
-from lab.results.report import load_sweep
+from lab.report.report import load_sweep
 
 COLUMNS = ("run", "status", "round trips", "handshake ms", "TTFB ms", "min RTT ms", "drops down", "drops up",
            "data lost", "retx bytes", "spurious", "first loss ms", "repair ms", "loss episodes", "timeouts",

@@ -7,7 +7,7 @@ import typer
 
 from lab import config, terminal
 from lab.errors import QuiclabError
-from lab.results.summary import stats_table
+from lab.report.summary import stats_table
 
 
 def register(app: typer.Typer) -> None:
@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
         = False,
     ) -> None:
         """Merge the shards of one sweep into one sweep folder (summary, plots, report from all raw runs)."""
-        from lab.results.merge import merge as merge_shards
+        from lab.report.merge import merge as merge_shards
 
         m = merge_shards(folders, out, partial)
         rows = [[str(sh.spec), str(sh.folder), f"{len(sh.records)}/{len(sh.planned)}",

@@ -9,10 +9,10 @@ import typer
 
 from lab import terminal
 from lab.errors import EnvironmentProblem, UsageError
+from lab.report.report import build
+from lab.report.summary import stats_table
 from lab.results.folder import RUNS
-from lab.results.report import build
 from lab.results.schema import RunRecord
-from lab.results.summary import stats_table
 
 #: The columns every runs.csv has had (later ones have defaults, so older sweeps still read).
 REQUIRED_COLUMNS = tuple(f.name for f in dataclasses.fields(RunRecord)

@@ -8,10 +8,10 @@ import typer
 from lab import config, terminal
 from lab.cli.compare import verdict_title, why_lines
 from lab.errors import UsageError
-from lab.results.verdict import margins_from_options, verdict_table
 from lab.run import parallel as parallel_labs
 from lab.run import reproduce as repro
 from lab.run import sweep
+from lab.stats.verdict import margins_from_options, verdict_table
 
 
 def register(app: typer.Typer) -> None:

@@ -12,13 +12,13 @@ from lab.errors import UsageError
 from lab.evidence.capture import parse_kinds
 from lab.plan import checks, presets, scenario, shard
 from lab.plan.plan import groups, plan
+from lab.report.report import load_sweep
+from lab.report.summary import stats_table
 from lab.results import store
-from lab.results.report import load_sweep
-from lab.results.stats import summarize
-from lab.results.summary import stats_table
 from lab.run import hostload
 from lab.run import parallel as parallel_labs
 from lab.run import sweep as lifecycle
+from lab.stats.stats import summarize
 
 
 def _split(v: str | None) -> list[str] | None:

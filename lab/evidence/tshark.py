@@ -1,6 +1,6 @@
 """tshark in the router over one of a run's captures: the one place that copies the pcap (and its TLS key log,
 to decrypt TLS and QUIC) into the router, runs Debian's tshark there and removes the copies. Used by the
-explanation (lab/explain), the workloads' session check (lab/workloads/sessions.py) and the path-change check
+explanation (lab/explain), the workloads' session check (lab/evidence/sessions.py) and the path-change check
 (lab/adverse/path.py)."""
 
 from __future__ import annotations

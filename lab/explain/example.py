@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lab.explain.model import EXPLAIN_JSON, Explanation, Figure
 from lab.results import store
-from lab.results.stats import method_label
+from lab.stats.stats import method_label
 
 
 def _median(values: list[float | int | None], fmt: str = ".0f") -> str:

@@ -136,7 +136,7 @@ class Explanation(BaseModel):
 class Timeline(BaseModel):
     """The run's own transfer time split as `quiclab explain --versus` splits it (lab/explain/versus.py; ms from the
     client's first packet, client side of the emulator), and its delivered-bytes-vs-time curve downsampled: what the
-    report's versus part needs offline (lab/results/why.py). handshake + loss recovery + rest = total (to rounding)."""
+    report's versus part needs offline (lab/report/why.py). handshake + loss recovery + rest = total (to rounding)."""
 
     total_ms: float  # the run's transfer time (runs.csv total_s)
     handshake_ms: float  # the client's first packet -> its request

@@ -1,5 +1,5 @@
 """One run's own transfer-time split and delivered-bytes curve, stored in its explain.json (`Explanation.timeline`)
-so that the report can compare methods offline (lab/results/why.py) without tshark.
+so that the report can compare methods offline (lab/report/why.py) without tshark.
 
 The split and the curve are exactly what `quiclab explain --versus` computes for the run explained
 (lab/explain/versus.py: `trace`, `analyse`, `components`; docs/explain.md), here for every explained run; only the

@@ -1,5 +1,5 @@
 """Runs tshark in the router container on one capture, decrypted with the run's key log (the only IO of the
-analysis; as lab/workloads/sessions.py does it)."""
+analysis; as lab/evidence/sessions.py does it)."""
 
 from __future__ import annotations
 

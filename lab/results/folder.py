@@ -7,7 +7,7 @@ A sweep folder (results/<timestamp>-<name>/) holds:
   labs) and how it ended (status, times). Written whole, atomically (`write_manifest`), read by `read_manifest`.
 - runs.csv: one row per recorded run (lab.results.schema: COLUMNS, read_runs); lab.results.store appends to it.
 - host-bound.csv: attempts the fidelity guard set aside (never results).
-- the reports built from them (summary.md, plots/, report.html; lab.results.report).
+- the reports built from them (summary.md, plots/, report.html; lab.report.report).
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ class End(Section):
 
 
 class Merge(Section):
-    """A merged folder's own keys (lab/results/merge.py)."""
+    """A merged folder's own keys (lab/report/merge.py)."""
 
     shards: list[Any] | None = None
     merged_at: str | None = None
@@ -283,6 +283,6 @@ LEGACY_LAB_FAILURES = ("client exit code -1:", "could not run ")
 def is_result(r: RunRecord) -> bool:
     """The one rule for whether a recorded row of runs.csv is a measurement: not a legacy "interrupted" row, not a
     lab failure that older versions recorded as a failed run. A resume keeps (and a merge takes) only these; the
-    statistics (lab.results.stats exclusion_reason) and the live metrics (lab.observe.sweep_metrics) count only
+    statistics (lab.stats.stats exclusion_reason) and the live metrics (lab.observe.sweep_metrics) count only
     these."""
     return r.status != "interrupted" and not (r.status == "failed" and r.failure.startswith(LEGACY_LAB_FAILURES))

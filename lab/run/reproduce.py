@@ -5,7 +5,7 @@ workloads, repeats, order); a folder whose plan cannot be rebuilt (no scenario, 
 a recorded plan id that the rebuilt plan does not match, an unknown preset, a shard) is refused with exit 2 before
 anything runs. What differs between then and now (commit, versions, shaper, forwarding, host) is listed, not
 hidden. The new sweep is an ordinary folder; beside its report it gets reproduce.md and reproduce.json: the
-verdict of every point x method x metric (lab/results/verdict.py) and the share of points equivalent."""
+verdict of every point x method x metric (lab/stats/verdict.py) and the share of points equivalent."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from lab.plan import presets, shard
 from lab.plan.checks import validate
 from lab.plan.plan import plan
 from lab.plan.scenario import Scenario
+from lab.report.report import judge_sweeps
 from lab.results import store
 from lab.results.folder import Manifest, write_atomic, write_json
-from lab.results.report import judge_sweeps
-from lab.results.verdict import Judgement, Margins, verdict_table
 from lab.run import environment
+from lab.stats.verdict import Judgement, Margins, verdict_table
 
 REPORT_MD = "reproduce.md"
 REPORT_JSON = "reproduce.json"

@@ -33,9 +33,9 @@ from lab.plan import shard
 from lab.plan.checks import validate
 from lab.plan.plan import PlannedRun, groups, plan, points
 from lab.plan.scenario import Scenario, runs_pair
+from lab.report.report import build_report
 from lab.results import store
 from lab.results.folder import End, Environment, Labs, Manifest, Section, Sweep
-from lab.results.report import build_report
 from lab.results.schema import RunRecord
 from lab.run import environment, parallel, runner
 from lab.run.lab_session import Callbacks, LabSession, close_lab, measure, run_label

@@ -26,13 +26,13 @@ from lab.endpoints import check_server
 from lab.endpoints.base import ClientAdapter
 from lab.endpoints.registry import UNSUPPORTED_EXIT, registry
 from lab.errors import EnvironmentProblem
-from lab.evidence import pcap
+from lab.evidence import pcap, sessions
 from lab.evidence.capture import Evidence
 from lab.models import TransferResult
 from lab.plan.plan import Point
 from lab.protocols import Protocol
 from lab.run.transfer import EXEC_MARGIN_S, unsupported_result
-from lab.workloads import pages, sessions
+from lab.workloads import pages
 from lab.workloads.result import ObjectTiming, WorkloadResult, verify_objects
 from lab.workloads.spec import Workload, parse_workload
 

@@ -5,8 +5,8 @@
 - result.py: per-object reports -> a verified page result (sans-IO arithmetic);
 - pages.py: the page objects on the servers' shared volume;
 - curl.py, ngtcp2.py, browser.py: what each client runs and how its output is read;
-- sessions.py: resumption and 0-RTT proven from the decrypted capture;
+- resumption and 0-RTT are proven from the decrypted capture in lab/evidence/sessions.py;
 - one run of a workload is lab/run/workload.py (the runner's one dispatch), its columns the workload probe's
   (lab/run/probes.py); objects.csv is lab/results/objects_csv.py, the page tables and plots
-  lab/results/workload_report.py.
+  lab/report/workload_report.py.
 """

@@ -31,7 +31,7 @@ from lab.instance import Instance
 from lab.plan import presets
 from lab.plan.plan import plan
 from lab.protocols import Protocol
-from lab.results.report import load_sweep
+from lab.report.report import load_sweep
 from lab.run import parallel as parallel_labs
 
 pytestmark = pytest.mark.lab

@@ -16,7 +16,7 @@ import pytest
 
 from lab import config, docker
 from lab.link import napi
-from lab.results.report import load_sweep
+from lab.report.report import load_sweep
 
 pytestmark = pytest.mark.lab
 

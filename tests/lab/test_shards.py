@@ -21,8 +21,8 @@ from lab.plan import presets
 from lab.plan.checks import validate
 from lab.plan.plan import plan
 from lab.plan.shard import ShardSpec
+from lab.report.report import load_sweep
 from lab.results import store
-from lab.results.report import load_sweep
 from tests import workflows as wf
 from tests.lab.test_sweep import quiclab
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from lab import config
+from lab.docgen import atlas, generated
 from lab.errors import UsageError
-from lab.results import atlas, generated
 from lab.results.schema import RunRecord
-from lab.results.stats import Est
+from lab.stats.stats import Est
 
 SEEDS_DIR = config.ROOT.parent / "shared" / "seeds"
 
@@ -27,7 +27,7 @@ def test_every_generated_document_matches_its_committed_data() -> None:
 
 
 def test_every_reference_folder_is_complete_and_its_summary_is_what_report_builds() -> None:
-    from lab.results.report import load_sweep, summary_text
+    from lab.report.report import load_sweep, summary_text
 
     folders = sorted(p for p in atlas.REFERENCE.iterdir() if (p / "runs.csv").is_file())
     assert folders, "no committed reference folder"

@@ -23,7 +23,7 @@ from lab.explain.analyze import episodes
 from lab.explain.folder import cut_short, evidence_dir, explain_run
 from lab.explain.model import Explanation
 from lab.explain.rows import parse
-from lab.results.report import load_sweep
+from lab.report.report import load_sweep
 from lab.results.schema import RunRecord
 
 SWEEP = Path(__file__).parents[1] / "data" / "explain" / "sweep"

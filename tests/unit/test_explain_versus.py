@@ -27,7 +27,7 @@ from lab.errors import UsageError
 from lab.explain import tshark
 from lab.explain import versus as vs
 from lab.explain.rows import parse
-from lab.results.report import load_sweep
+from lab.report.report import load_sweep
 from tests.explain_data import copied_sweep, run
 
 SWEEP = Path(__file__).parents[1] / "data" / "explain" / "sweep"

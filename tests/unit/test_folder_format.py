@@ -213,7 +213,7 @@ def _legacy_rows() -> list[RunRecord]:
 
 def test_legacy_rows_are_results_nowhere():
     from lab.observe.sweep_metrics import SweepState
-    from lab.results.stats import LEGACY_LAB_FAILURE, exclusion_reason, is_censored, summarize
+    from lab.stats.stats import LEGACY_LAB_FAILURE, exclusion_reason, is_censored, summarize
 
     legacy = _legacy_rows()
     real_failure = dataclasses.replace(record("0/h3/curl/nginx/1", "failed"), failure="SHA-256 mismatch")
@@ -235,7 +235,7 @@ def test_legacy_rows_are_results_nowhere():
 
 
 def test_a_merge_takes_no_legacy_row(tmp_path):
-    from lab.results.merge import read_shard
+    from lab.report.merge import read_shard
 
     f = _folder_with(tmp_path, json.dumps({"scenario": {"name": "t"}}))
     store.rewrite_runs(f, [*_legacy_rows(), record("0/h1/curl/nginx/1")])
@@ -247,7 +247,8 @@ def test_a_merge_takes_no_legacy_row(tmp_path):
 
 
 def test_a_report_reads_runs_once_and_computes_its_statistics_once(tmp_path, monkeypatch):
-    from lab.results import cc_check, report, stats
+    from lab.report import report
+    from lab.stats import cc_check, stats
     from tests.unit.test_report import make_sweep
 
     folder = make_sweep(tmp_path / "s")

@@ -1,13 +1,13 @@
 """report.html opens with one sentence per point and pair (issue 25 point 4) by the one comparison rule (issue 37:
-lab/results/verdict.py, as `compare` and the atlas): a difference stated only when the paired CI lies wholly
+lab/stats/verdict.py, as `compare` and the atlas): a difference stated only when the paired CI lies wholly
 outside +-10 %, equivalence when wholly inside, with its numbers; then the plots, then the tables."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from lab.results.headline import sentences
-from lab.results.html import report_html
+from lab.report.headline import sentences
+from lab.report.html import report_html
 from lab.results.schema import RunRecord
 
 

@@ -11,7 +11,7 @@ LAB = Path(__file__).resolve().parents[2] / "lab"
 #: What each layer must not import (the layers above it).
 FORBIDDEN = {
     "lab.plan": ("lab.run", "lab.cli", "lab.explain", "lab.bench", "lab.observe", "lab.lab",
-                 "lab.results.report", "lab.results.store"),
+                 "lab.report.report", "lab.results.store"),
     "lab.run": ("lab.cli", "lab.bench"),
     "lab.results": ("lab.cli", "lab.run", "lab.bench"),
     "lab.link": ("lab.plan", "lab.run", "lab.results", "lab.cli", "lab.lab"),
@@ -123,7 +123,7 @@ def test_a_sweeps_lifecycle_is_above_the_lab_session_and_the_parallel_coordinati
     """lab/run/sweep.py owns a sweep (start, resume, the one finish, the progress bar, the live push); the parallel
     labs' coordination and the lab session import nothing of it: what they report goes up through callbacks."""
     edges = graph()
-    above = ("lab.run.sweep", "lab.observe", "lab.results.report", "lab.explain")
+    above = ("lab.run.sweep", "lab.observe", "lab.report.report", "lab.explain")
     for module in ("lab.run.parallel", "lab.run.lab_session", "lab.run.runner"):
         assert not [t for t in edges[module] if any(t == a or t.startswith(a + ".") for a in above)], module
     assert "lab.run.session" not in edges  # the one-lab copy of the lifecycle is gone

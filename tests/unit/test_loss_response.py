@@ -11,9 +11,9 @@ from lab.endpoints.sender_cc import SOURCE_CLAIM, SOURCE_NETNS
 from lab.evidence.loss_response import TSHARK_FIELDS, qlog_response, tcp_response, tshark_quic_response
 from lab.evidence.pcap import PROTO_TCP, Packet
 from lab.link.counters import Counters, parse_linkem
-from lab.results import cc_check
-from lab.results.models import mathis_goodput_bps
 from lab.results.schema import RunRecord
+from lab.stats import cc_check
+from lab.stats.models import mathis_goodput_bps
 
 METRICS = """# HELP quiclab_link_packets_total x
 quiclab_link_packets_total{direction="downlink",protocol="tcp"} 90

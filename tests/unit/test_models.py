@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from lab.results.models import MATHIS_C, mathis_goodput_bps
+from lab.stats.models import MATHIS_C, mathis_goodput_bps
 
 
 def test_mathis_by_hand():

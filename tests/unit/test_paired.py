@@ -1,4 +1,4 @@
-"""Paired verdicts (issue 37; lab/results/paired.py and verdict.judge_metric): how results pair (and when they do
+"""Paired verdicts (issue 37; lab/stats/paired.py and verdict.judge_metric): how results pair (and when they do
 not), the sign-based interval's exact levels and its coverage, censored pairs kept in at their least favourable
 value, the verdicts on synthetic pairs (equal, shifted, noisy-but-paired, broken pairing), and on the committed
 data no verdict changing side."""
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from lab import config
-from lab.results import pairing_table
-from lab.results.paired import pair_up, pairs_needed, sign_interval, sign_level
-from lab.results.stats import Obs
-from lab.results.verdict import judge_metric
+from lab.docgen import pairing_table
+from lab.stats.paired import pair_up, pairs_needed, sign_interval, sign_level
+from lab.stats.stats import Obs
+from lab.stats.verdict import judge_metric
 
 ALPHA = 0.05
 

@@ -122,7 +122,7 @@ def test_publish_copies_results_not_evidence(tmp_path: Path) -> None:
 def test_the_provenance_block_says_what_each_folder_was_made_from(tmp_path: Path) -> None:
     import json
 
-    from lab.results import blocks
+    from lab.docgen import blocks
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=config.ROOT, capture_output=True, text=True).stdout.strip()
     for name, git, images in (("clean", {"commit": head, "dirty": False}, {"router": {"id": "sha256:1"}}),
                               ("dirty", {"commit": head, "dirty": True}, None)):

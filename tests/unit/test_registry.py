@@ -14,10 +14,10 @@ from lab.models import TransferRequest
 from lab.plan.checks import validate
 from lab.plan.plan import plan
 from lab.protocols import Protocol
+from lab.report.summary import stats_table
 from lab.results.schema import Status
-from lab.results.stats import summarize
-from lab.results.summary import stats_table
 from lab.run import runner
+from lab.stats.stats import summarize
 
 DATA = tomllib.loads(REGISTRY_FILE.read_text())
 
@@ -276,7 +276,7 @@ def test_run_records_have_the_registry_cc():
 
 
 def test_summary_lists_the_implementations_and_old_manifests_still_resume():
-    from lab.results.summary import implementations_table, summary_markdown
+    from lab.report.summary import implementations_table, summary_markdown
     from lab.run.lab_session import cc_by_implementation as _cc
 
     manifest = {"implementations": {

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lab.errors import UsageError
-from lab.results.report import build_report, compare_markdown, compare_sweeps
+from lab.report.report import build_report, compare_markdown, compare_sweeps
 from lab.results.schema import csv_text, read_runs
 from tests.unit.test_stats import make_record
 
@@ -98,7 +98,7 @@ def test_summary_rows_and_exclusions(tmp_path):
 
 
 def test_non_results_are_excluded_and_counted_everywhere(tmp_path):
-    from lab.results.summary import summary_markdown
+    from lab.report.summary import summary_markdown
 
     recs = [make_record(protocol=pr, repeat=i, total_s=1.0 + i, timeout_s=TIMEOUT) for pr in ("h1", "h3")
             for i in range(6)]
@@ -118,8 +118,8 @@ def test_non_results_are_excluded_and_counted_everywhere(tmp_path):
 
 
 def test_plots_state_the_level_they_have(tmp_path):
-    from lab.results.plots import _figure, ci_levels
-    from lab.results.stats import summarize
+    from lab.report.plots import _figure, ci_levels
+    from lab.stats.stats import summarize
 
     folder = make_sweep(tmp_path / "s")
     recs = read_runs(folder / "runs.csv").records
@@ -244,8 +244,8 @@ def test_cli_report_and_compare(tmp_path):
 
 
 def test_receiver_side_drops_are_called_out():
-    from lab.results.html import report_html
-    from lab.results.summary import receiver_drops_note, summary_markdown
+    from lab.report.html import report_html
+    from lab.report.summary import receiver_drops_note, summary_markdown
 
     clean = [make_record(repeat=i) for i in range(3)]
     assert receiver_drops_note(clean) == ""

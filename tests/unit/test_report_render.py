@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from lab.results.report import build_report
+from lab.report.report import build_report
 from tests.unit.test_report import make_sweep
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -1,6 +1,6 @@
 """The versus part of report.html's "why, per point" section (issue 25 item 4): each explained run's own split and
 curve in its explain.json (lab/explain/timeline.py, from lab/explain/versus.py's functions), and the report's table
-and plot of the median runs of the methods at a point (lab/results/why.py), on the committed captured sweep
+and plot of the median runs of the methods at a point (lab/report/why.py), on the committed captured sweep
 (tests/data/explain/sweep: curl -> nginx h2 and h3, 60 kB, 10 Mbit/s, 40 ms RTT, 5 % loss; tshark's output
 committed) and on the committed explained sweep results/reference/explain-nginx (its records with timelines, and
 copies of them with the timeline taken out, as records made before timelines existed are).
@@ -24,8 +24,9 @@ from lab.explain import timeline as tl
 from lab.explain import versus as vs
 from lab.explain.model import EXPLAIN_JSON, Explanation, Timeline
 from lab.explain.rows import parse
-from lab.results import report, store, why
-from lab.results.report import load_sweep
+from lab.report import report, why
+from lab.report.report import load_sweep
+from lab.results import store
 from tests.explain_data import copied_sweep
 
 SWEEP = Path(__file__).parents[1] / "data" / "explain" / "sweep"

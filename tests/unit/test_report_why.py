@@ -1,4 +1,4 @@
-"""report.html's "why, per point" section from the runs' explanations (lab/results/why.py), on the committed
+"""report.html's "why, per point" section from the runs' explanations (lab/report/why.py), on the committed
 captured sweep (tests/data/explain) explained with tshark's committed output."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from lab.explain import folder as explain_folder
-from lab.results import report, store, why
+from lab.report import report, why
+from lab.results import store
 from tests.explain_data import copied_sweep
 
 

@@ -16,8 +16,8 @@ from lab.plan import presets, shard
 from lab.plan.checks import validate
 from lab.plan.plan import plan
 from lab.results.schema import csv_text
-from lab.results.verdict import Margins
 from lab.run import reproduce
+from lab.stats.verdict import Margins
 from tests.unit.test_stats import make_record
 
 

@@ -1,4 +1,4 @@
-"""The sequential rule (issue 37 part 2, lab/results/sequential.py): its boundaries' first-passage probabilities
+"""The sequential rule (issue 37 part 2, lab/stats/sequential.py): its boundaries' first-passage probabilities
 checked by brute-force enumeration, and by simulation the two errors over the whole sequence: a false "differs"
 on equal samples and at the band's edge, a false "equivalent" on samples shifted to the edge and beyond, each at
 most alpha; and that decidable samples are decided (so the bounds are not met by never deciding)."""
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from lab.results.sequential import SequentialPlan, boundaries, look, run
-from lab.results.stats import Obs
+from lab.stats.sequential import SequentialPlan, boundaries, look, run
+from lab.stats.stats import Obs
 
 PLAN = SequentialPlan(looks=(5, 10, 15, 20), margin=0.10, alpha=0.05, rho=0.3)  # spends enough to stop at 5
 TRIALS = 2000
@@ -124,8 +124,8 @@ def test_looking_after_every_pair_stays_below_alpha_where_plain_intervals_would_
     same simulation, so the simulation does see the inflation the boundary prevents."""
     from fractions import Fraction
 
-    from lab.results import sequential
-    from lab.results.stats import order_stat_ci_rank
+    from lab.stats import sequential
+    from lab.stats.stats import order_stat_ci_rank
 
     plan = SequentialPlan(looks=tuple(range(5, 31)), rho=0.3)
     trials = 800

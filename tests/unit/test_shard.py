@@ -18,8 +18,8 @@ from lab.plan import shard
 from lab.plan.checks import validate
 from lab.plan.plan import PlannedRun, groups, plan
 from lab.plan.scenario import Scenario
+from lab.report.merge import merge
 from lab.results import store
-from lab.results.merge import merge
 from lab.results.schema import RunRecord
 
 SCENARIOS = {

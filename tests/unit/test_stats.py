@@ -7,8 +7,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from lab.report.summary import fmt_ci, fmt_est, fmt_level
 from lab.results.schema import RunRecord
-from lab.results.stats import (
+from lab.stats.stats import (
     BOTH_CENSORED,
     UNPAIRED,
     Est,
@@ -21,7 +22,6 @@ from lab.results.stats import (
     ratios,
     summarize,
 )
-from lab.results.summary import fmt_ci, fmt_est, fmt_level
 
 SIZE = 1_000_000
 

@@ -69,7 +69,7 @@ def test_one_reader_one_rule_torn_last_line_tolerated_and_reported(tmp_path, cap
     log.close()
     with (tmp_path / store.RUNS).open("a") as f:
         f.write("t,0/h2/curl/nginx/0,0,loss=0%")  # a crash mid-write
-    from lab.results.report import load_sweep
+    from lab.report.report import load_sweep
     from lab.results.schema import read_runs
 
     assert read_runs(tmp_path / store.RUNS).torn_line == 3
@@ -88,7 +88,7 @@ def test_a_bad_row_in_the_middle_is_an_error_naming_the_line(tmp_path):
     lines[2] = lines[2].replace(",ok,", ",okay,")
     path.write_text("".join(lines))
     from lab.errors import UsageError
-    from lab.results.report import load_sweep
+    from lab.report.report import load_sweep
 
     for read in (lambda: store.load_runs(tmp_path), lambda: load_sweep(tmp_path)):
         try:

@@ -171,9 +171,9 @@ def test_the_page_is_columns_else_80_off_a_terminal(monkeypatch):
 
 
 def test_the_sweep_summary_at_80_columns_keeps_points_and_methods_whole(capsys, tmp_path):
-    from lab.results.report import load_sweep
-    from lab.results.stats import summarize
-    from lab.results.summary import stats_table
+    from lab.report.report import load_sweep
+    from lab.report.summary import stats_table
+    from lab.stats.stats import summarize
     from tests.unit.test_report import make_sweep
 
     records, _ = load_sweep(make_sweep(tmp_path / "s", x_name="point"))

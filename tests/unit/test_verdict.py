@@ -1,4 +1,4 @@
-"""Verdicts of two sweeps (lab/results/verdict.py): exact rank-test p values and interval levels checked against
+"""Verdicts of two sweeps (lab/stats/verdict.py): exact rank-test p values and interval levels checked against
 brute-force enumeration, the three verdicts on synthetic samples, margins (the TTFB floor), censored runs counted,
 and `quiclab compare` through the CLI (tables, tally, --json, bad margins exit 2)."""
 
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from lab.errors import UsageError
-from lab.results.report import judge_sweeps
+from lab.report.report import judge_sweeps
 from lab.results.schema import csv_text
-from lab.results.stats import Obs
-from lab.results.verdict import (
+from lab.stats.stats import Obs
+from lab.stats.verdict import (
     Judgement,
     Margins,
     hl_rank,

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
+from lab.report import workload_report as report
 from lab.results import objects_csv as objects_file
-from lab.results import workload_report as report
 from lab.results.schema import RunRecord, csv_text
 from lab.workloads.result import ObjectTiming
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from lab.errors import UsageError
+from lab.evidence import sessions
 from lab.protocols import Protocol
 from lab.workloads import curl as workload_curl
-from lab.workloads import sessions
 from lab.workloads.result import ObjectReport, timings, verify_objects
 from lab.workloads.spec import FORMS, Workload, parse_workload
 

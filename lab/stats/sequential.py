@@ -1,6 +1,6 @@
 """The sequential rule for running repeats until a paired comparison is decided (issue 37 part 2, `--until-verdict`):
 after each round the paired comparison of a point against the baseline method is looked at; it stops at the first
-look whose interval decides (equivalent / differs, the one rule of lab/results/verdict.py) or at the last look
+look whose interval decides (equivalent / differs, the one rule of lab/stats/verdict.py) or at the last look
 (the most repeats allowed: no verdict). Pure: this module decides from the pairs so far; the sweep's run loop is
 not wired to it yet.
 
@@ -10,7 +10,7 @@ random walk:
 
 - At look i the pairs so far are n_i (looks n_1 < n_2 < ... < n_L = the most). The interval is [d(k_i),
   d(n_i - k_i + 1)] of the per-pair log ratios (censored pairs at their least favourable value for each end, as
-  lab/results/paired.py), with one k_i per look (none at a look too early to spend on).
+  lab/stats/paired.py), with one k_i per look (none at a look too early to spend on).
 - For the true median per-pair log ratio theta, the number of pairs below theta after n pairs is a Binomial(n, 1/2)
   random walk over the looks (continuous data, independent repeats; nothing else assumed). The lower end exceeds
   theta at look i exactly when that count is at most k_i - 1. k_i is the largest whose *first-passage* probability
@@ -37,8 +37,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from lab.results.paired import order_interval
-from lab.results.stats import Est, Obs
+from lab.stats.paired import order_interval
+from lab.stats.stats import Est, Obs
 
 Outcome = Literal["equivalent", "differs", "continue", "no verdict"]
 

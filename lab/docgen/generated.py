@@ -1,8 +1,8 @@
 """The documents generated from committed data (`quiclab docs`): each target path and its text as the data says now.
 
-- docs/seeds.md: the whole file (lab/results/atlas.py, from docs/seeds.toml and results/reference/);
+- docs/seeds.md: the whole file (lab/docgen/atlas.py, from docs/seeds.toml and results/reference/);
 - README.md and docs/results.md: the blocks between `<!-- generated: NAME -->` and `<!-- end generated: NAME -->`
-  (lab/results/blocks.py), the rest of those files written by hand;
+  (lab/docgen/blocks.py), the rest of those files written by hand;
 - docs/explain.md: its worked examples' blocks `<!-- generated from SRC -->` (lab/explain/example.py);
 - results/reference/PRESET/summary.md of every sweep folder (what `quiclab report` writes there): their statistics
   depend on more than their own runs.csv (the Reno check's threshold comes from validate-reno), so a re-run of one
@@ -16,10 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lab import config
+from lab.docgen import atlas, blocks
 from lab.errors import UsageError
 from lab.explain import example
-from lab.results import atlas, blocks
-from lab.results.report import load_sweep, summary_text
+from lab.report.report import load_sweep, summary_text
 
 _BLOCK = re.compile(r"(<!-- generated: ([a-z0-9-]+) -->\n)(.*?)(<!-- end generated: \2 -->)", re.DOTALL)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
+from lab.report.summary import EN, NA, fmt_ci, fmt_est, fmt_level, md_table, sig3
 from lab.results import objects_csv as objects_file
 from lab.results.objects_csv import ObjectRow
 from lab.results.schema import RunRecord
-from lab.results.stats import Dist, group_records, method_label, summarize
-from lab.results.summary import EN, NA, fmt_ci, fmt_est, fmt_level, md_table, sig3
+from lab.stats.stats import Dist, group_records, method_label, summarize
 
 WORKLOADS_MD = "workloads.md"
 _X = {"loss": ("loss (%)", "loss_pct"), "rtt": ("RTT (ms)", "rtt_ms"), "rate": ("bandwidth (Mbit/s)", "rate_mbit"),
@@ -30,7 +30,7 @@ def _ok(rs: Sequence[RunRecord]) -> list[RunRecord]:
 
 
 def _fmt_dist(d: Dist | None) -> str:
-    """median [IQR] (CI of the median, its level), censoring shown as bounds (lab/results/stats.py)."""
+    """median [IQR] (CI of the median, its level), censoring shown as bounds (lab/stats/stats.py)."""
     if d is None:
         return NA
     ci = f" (CI {fmt_ci(d.ci)}, {fmt_level(d.ci)})" if d.ci else ""
@@ -48,7 +48,7 @@ def _median(values: Sequence[float | int | None]) -> str:
 
 
 def page_table(records: Sequence[RunRecord], objs: dict[str, list[ObjectRow]]) -> tuple[list[str], list[list[str]]]:
-    """Per point and method: the page time as the standard statistics see it (lab/results/stats.py: failed and
+    """Per point and method: the page time as the standard statistics see it (lab/stats/stats.py: failed and
     timed-out runs are censored at their own end), object completion percentiles, connections, handshakes."""
     cols = ["parameter", "method", "n ok/all", "page time s median [IQR] (CI of the median, level)",
             "object done s p50", "object done s p95", "connections", "handshakes", "resumed", "0-RTT accepted"]

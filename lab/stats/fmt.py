@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from lab.results.stats import CI, Est
+from lab.stats.stats import CI, Est
 
 NA = "-"  # a missing value
 EN = "\u2013"  # en dash between the ends of a range

@@ -5,7 +5,7 @@ comparison the product states: `quiclab compare` and `reproduce` (judge_records)
 seed atlas (judge_runs); `decide` is the one rule.
 
 Design (judge_metric): **paired** where every result of A has exactly one result of B with the same repeat and link
-seed and vice versa (lab/results/paired.py: B/A = the median of the per-pair ratios, its CI the sign-based
+seed and vice versa (lab/stats/paired.py: B/A = the median of the per-pair ratios, its CI the sign-based
 order-statistic interval, censored pairs at their least favourable value for each end; the unpaired estimate below
 is kept beside it); **unpaired** otherwise (the row says why) and always for the p95: the statistics below.
 
@@ -15,7 +15,7 @@ Metrics (per point and method present in both sweeps):
 - `time_p95`: the 95th percentile of the transfer time;
 - `ttfb`: the median time to the first byte.
 
-Samples are the *results* of lab/results/stats.py and nothing else: completed runs, and failed or timed-out runs
+Samples are the *results* of lab/stats/stats.py and nothing else: completed runs, and failed or timed-out runs
 right-censored at their own end (stats.censored_at: when they failed or timed out; worst rank: a censored time
 ranks above every completed one, a censored goodput below); excluded runs are counted, never silently dropped. A
 TTFB is exact when the run recorded one (a run that failed after its first byte still has it); a censored run
@@ -68,10 +68,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field
 
 from lab.errors import UsageError
-from lab.results.paired import Key as PairKey
-from lab.results.paired import pair_up, pairs_needed, sign_interval, sign_level
 from lab.results.schema import RunRecord
-from lab.results.stats import (
+from lab.stats.fmt import fmt_est, sig3
+from lab.stats.paired import Key as PairKey
+from lab.stats.paired import pair_up, pairs_needed, sign_interval, sign_level
+from lab.stats.stats import (
     Bound,
     Est,
     Obs,
@@ -84,7 +85,6 @@ from lab.results.stats import (
     quantile,
     run_obs,
 )
-from lab.results.summary import fmt_est, sig3
 
 Metric = Literal["goodput", "page_time", "time_p95", "ttfb", "time"]  # "time": the median transfer time
 Verdict = Literal["equivalent", "differs", "inconclusive"]
@@ -218,7 +218,7 @@ class MetricVerdict(BaseModel):
     verdict: Verdict
     reason: str  # why (always set; for inconclusive rows every reason that applies)
     too_few: str  # "" or the warning that no verdict of the design can be reached at these n
-    design: Design = "unpaired"  # paired: ratio, ci and verdict are the paired ones (lab/results/paired.py)
+    design: Design = "unpaired"  # paired: ratio, ci and verdict are the paired ones (lab/stats/paired.py)
     pairing: str = ""  # "5 pairs (same repeat and link seed)", or why the design is unpaired
     unpaired: Unpaired | None = None  # beside a paired verdict: what the unpaired rule says
 
@@ -718,7 +718,7 @@ NO_TEST = RankTest(p=None, method="none", smallest_p=None)
 
 
 def paired_ci(pairs: Sequence[tuple[Obs, Obs]], alpha: float) -> tuple[Est, RatioCI | None]:
-    """B/A over the pairs (A, B): the median per-pair ratio and its sign-based interval (lab/results/paired.py)."""
+    """B/A over the pairs (A, B): the median per-pair ratio and its sign-based interval (lab/stats/paired.py)."""
     si = sign_interval(pairs, 1 - 2 * alpha)
     if si.lo is None or si.hi is None:
         return si.estimate, None

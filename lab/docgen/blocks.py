@@ -5,10 +5,10 @@ Block names: `medians-PRESET` (the per-point, per-method medians with their CIs 
 folder's summary.md), `ratios-PRESET` (the paired HTTP/3 / TCP ratios of that table's methods) and `cc-PRESET`
 (the senders' congestion control as read back, and the Reno-model check of every Reno claim), `verdicts-PRESET`
 (per point, every HTTP/3 method against every HTTP/1.1 method of the folder: the QUIC/TCP time ratio, its CI and
-the lab's verdict, as docs/seeds.md states them: lab/results/atlas.py) and `threshold-PRESET` (the Reno check's
-threshold as derived from that folder: lab/results/cc_check.py); `provenance-all` lists every reference folder
+the lab's verdict, as docs/seeds.md states them: lab/docgen/atlas.py) and `threshold-PRESET` (the Reno check's
+threshold as derived from that folder: lab/stats/cc_check.py); `provenance-all` lists every reference folder
 with the code and images it was made from (lab/results/publish.py's rule); `pairing-all`: what the paired
-verdicts changed on every committed folder (lab/results/pairing_table.py).
+verdicts changed on every committed folder (lab/docgen/pairing_table.py).
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.errors import UsageError
-from lab.results import cc_check, publish
+from lab.report.report import load_sweep
+from lab.report.summary import md_table, ratio_table, stats_table
+from lab.results import publish
 from lab.results.folder import MANIFEST, read_manifest
-from lab.results.report import load_sweep
 from lab.results.schema import RunRecord
-from lab.results.stats import method_label, ratios, summarize
-from lab.results.summary import md_table, ratio_table, stats_table
+from lab.stats import cc_check
+from lab.stats.stats import method_label, ratios, summarize
 
 KINDS = ("medians", "ratios", "cc", "verdicts", "threshold", "provenance", "pairing")
 
@@ -71,7 +72,7 @@ def render(name: str, reference: Path) -> str:
     if kind == "provenance":
         return provenance(reference) + "\n"
     if kind == "pairing":
-        from lab.results import pairing_table
+        from lab.docgen import pairing_table
 
         if preset != "all":
             raise UsageError(f"generated block {name!r}: the pairing table is `pairing-all` (every folder)")
@@ -100,7 +101,7 @@ def render(name: str, reference: Path) -> str:
 
 def verdict_table(records: list[RunRecord]) -> tuple[list[str], list[list[str]]]:
     """Per point: every HTTP/3 method against every HTTP/1.1 method with runs there, as the atlas compares them."""
-    from lab.results import atlas  # (atlas reads folders through lab.results.report, as this module does)
+    from lab.docgen import atlas  # (atlas reads folders through lab.report.report, as this module does)
 
     cols = ["parameter", "QUIC", "TCP", "senders (read back)", "n QUIC/TCP", "QUIC/TCP time [CI, level]",
             "lab says", "why"]

@@ -30,11 +30,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lab import config
 from lab.errors import UsageError
-from lab.results.fmt import fmt_est
-from lab.results.report import load_sweep
+from lab.report.report import load_sweep
 from lab.results.schema import RunRecord
-from lab.results.stats import Est, Obs, describe, method_label
-from lab.results.verdict import (
+from lab.stats.fmt import fmt_est
+from lab.stats.stats import Est, Obs, describe, method_label
+from lab.stats.verdict import (
     Bounded,
     Design,
     Judged,
@@ -176,7 +176,7 @@ class LabCell:
     ci: RatioCI | None = None
     direction: Direction = "no verdict"
     reason: str = ""
-    design: Design = "unpaired"  # paired: ratio, CI and direction from the per-pair ratios (lab/results/paired.py)
+    design: Design = "unpaired"  # paired: ratio, CI and direction from the per-pair ratios (lab/stats/paired.py)
     pairing: str = ""  # "5 pairs (same repeat and link seed)", or why unpaired
     unpaired: Unpaired | None = None  # beside a paired verdict: the unpaired estimate and its verdict
     judged: Judged | None = None  # the whole verdict (None when missing)

@@ -8,19 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import UsageError
-from lab.results.folder import RUNS, Manifest, read_manifest, write_atomic
-from lab.results.html import report_html
-from lab.results.schema import RunRecord, read_runs
-from lab.results.stats import (
-    GroupStats,
-    RunObs,
-    group_obs,
-    group_records,
-    method_label,
-    paired_ratio,
-    summarize,
-)
-from lab.results.summary import (
+from lab.report.html import report_html
+from lab.report.summary import (
     CI_NOTE,
     PAIR_COLUMNS,
     Table,
@@ -30,8 +19,19 @@ from lab.results.summary import (
     pair_cells,
     summary_markdown,
 )
-from lab.results.sweep_stats import SweepStats, sweep_stats
-from lab.results.verdict import Judgement, Margins, judge_records
+from lab.results.folder import RUNS, Manifest, read_manifest, write_atomic
+from lab.results.schema import RunRecord, read_runs
+from lab.stats.stats import (
+    GroupStats,
+    RunObs,
+    group_obs,
+    group_records,
+    method_label,
+    paired_ratio,
+    summarize,
+)
+from lab.stats.sweep_stats import SweepStats, sweep_stats
+from lab.stats.verdict import Judgement, Margins, judge_records
 
 SUMMARY = "summary.md"
 PLOTS = "plots"
@@ -81,8 +81,8 @@ def build(folder: Path) -> Built:
     records, manifest = load_folder(folder)
     doc = manifest.doc()
     stats = sweep_stats(records)
-    from lab.results.plots import make_plots  # matplotlib takes ~2 s to import: only when a report is built
-    from lab.results.workload_report import build as build_workloads  # page tables and plots (lab/workloads)
+    from lab.report.plots import make_plots  # matplotlib takes ~2 s to import: only when a report is built
+    from lab.report.workload_report import build as build_workloads  # page tables and plots (lab/workloads)
 
     summary = folder / SUMMARY
     write_atomic(summary, summary_text(records, doc, workloads=False, stats=stats))

@@ -1,6 +1,6 @@
 """The sender's congestion control as a claim the report checks against behaviour.
 
-Per run, the Mathis model (lab.results.models) predicts what a Reno sender can sustain on the run's lossy link:
+Per run, the Mathis model (lab.stats.models) predicts what a Reno sender can sustain on the run's lossy link:
 MSS/RTT * C/sqrt(p), with
 - p: the loss the transport met on the data path: the link's random-loss drops over the packets that entered it
   toward the client (linkem's counters per run; the configured loss where they are unknown);
@@ -15,7 +15,7 @@ results/reference/validate-reno (senders read back as Reno: the server namespace
 runs flagged host-bound left out: there the host, not the link, held the flow), so it follows a re-run of that
 folder. Without that folder no Reno claim is judged.
 Points without loss (no prediction) and points where the link's rate, not loss, bounds the flow are not judged.
-Failed and timed-out runs count like in every other figure (lab/results/stats.py): censored at their own end, their
+Failed and timed-out runs count like in every other figure (lab/stats/stats.py): censored at their own end, their
 goodput known only to lie below the object's size over that time, so a median, CI end or goodput that falls on one
 is reported as that bound ("<").
 """
@@ -30,10 +30,10 @@ from typing import Literal
 
 from lab import config
 from lab.endpoints.sender_cc import OBSERVED_SOURCES, claims_reno
-from lab.results.fmt import fmt_ci, fmt_est, fmt_level
-from lab.results.models import mathis_goodput_bps
 from lab.results.schema import RunRecord, read_runs
-from lab.results.stats import (
+from lab.stats.fmt import fmt_ci, fmt_est, fmt_level
+from lab.stats.models import mathis_goodput_bps
+from lab.stats.stats import (
     CI,
     Est,
     Obs,
@@ -122,7 +122,7 @@ class Check:
     goodput: Est  # median measured goodput over the same runs, censored ones included (a bound "<" when it falls
     #              on one): the figure of the medians table for the same group
     ratio_est: Est  # median of the per-run ratios goodput / Mathis (a bound "<" when it falls on a censored run)
-    ratio_ci: CI | None  # order-statistic CI of that median (lab.results.stats.median_ci); its ends may be bounds
+    ratio_ci: CI | None  # order-statistic CI of that median (lab.stats.stats.median_ci); its ends may be bounds
     rate_limited: bool
     verdict: str
     censored: int = 0  # failed and timed-out runs among n

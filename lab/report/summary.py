@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lab.results.fmt import EN, NA, fmt_ci, fmt_est, fmt_level, sig3
 from lab.results.folder import Manifest, as_doc
 from lab.results.schema import RunRecord
+from lab.stats.fmt import EN, NA, fmt_ci, fmt_est, fmt_level, sig3
 
 if TYPE_CHECKING:
-    from lab.results import cc_check
-from lab.results.stats import (
+    from lab.stats import cc_check
+from lab.stats.stats import (
     Dist,
     GroupStats,
     PairedRatio,
@@ -27,7 +27,7 @@ from lab.results.stats import (
     method_label,
     protocol_label,
 )
-from lab.results.sweep_stats import SweepStats, sweep_stats
+from lab.stats.sweep_stats import SweepStats, sweep_stats
 
 Table = tuple[list[str], list[list[str]]]
 ManifestLike = Manifest | Mapping[str, Any]
@@ -223,7 +223,7 @@ def receiver_drops_note(records: Sequence[RunRecord]) -> str:
 def cc_markdown(records: Sequence[RunRecord], checks: Sequence[cc_check.Check] | None = None) -> list[str]:
     """The sender's congestion control per run, the link's loss counts, and the Reno-model check (`checks`: the
     records' checks when already computed)."""
-    from lab.results import cc_check
+    from lab.stats import cc_check
 
     senders = cc_check.sender_table(records)
     checks = checks if checks is not None else cc_check.checks(records)

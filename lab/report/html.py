@@ -8,12 +8,9 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lab.results import why
-from lab.results.folder import as_doc
-from lab.results.headline import HEADLINE_NOTE, sentences
-from lab.results.schema import RunRecord
-from lab.results.stats import censored_runs, excluded_runs, exclusion_reason
-from lab.results.summary import (
+from lab.report import why
+from lab.report.headline import HEADLINE_NOTE, sentences
+from lab.report.summary import (
     CENSORING_RULE,
     CI_NOTE,
     EXCLUSION_RULE,
@@ -31,11 +28,14 @@ from lab.results.summary import (
     self_check_table,
     stats_table,
 )
-from lab.results.svg import svg_element
-from lab.results.sweep_stats import SweepStats, sweep_stats
+from lab.report.svg import svg_element
+from lab.results.folder import as_doc
+from lab.results.schema import RunRecord
+from lab.stats.stats import censored_runs, excluded_runs, exclusion_reason
+from lab.stats.sweep_stats import SweepStats, sweep_stats
 
 if TYPE_CHECKING:
-    from lab.results import cc_check
+    from lab.stats import cc_check
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d232a;
@@ -104,7 +104,7 @@ def _runs_section(runs: Sequence[RunRecord], total: int, rule: str, table: Table
 
 
 def _cc_section(records: Sequence[RunRecord], checks: Sequence[cc_check.Check]) -> str:
-    from lab.results import cc_check
+    from lab.stats import cc_check
 
     senders = cc_check.sender_table(records)
     if senders is None and not checks:

@@ -21,9 +21,9 @@ from lab.plan.checks import validate
 from lab.plan.plan import PlannedRun, plan
 from lab.plan.scenario import Scenario
 from lab.plan.shard import ShardSpec, plan_id, spec_of
+from lab.report.report import Built, build
 from lab.results import store
 from lab.results.folder import Manifest, is_result
-from lab.results.report import Built, build
 from lab.results.schema import RunRecord
 
 #: Manifest keys that describe the plan (equal in every shard); the merged manifest takes them from the first.

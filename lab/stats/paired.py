@@ -1,7 +1,7 @@
 """The paired design's statistics (issue 37): per-repeat ratios B/A over the same link seed, and the exact,
 distribution-free (sign-based) interval of their median, censored pairs kept in it.
 
-docs/results.md "Do two sweeps agree?" states the rule for readers; lab/results/verdict.py decides with it.
+docs/results.md "Do two sweeps agree?" states the rule for readers; lab/stats/verdict.py decides with it.
 
 - **Pairs.** A result of A and a result of B pair when they ran the same repeat over the same link seed (the lab
   gives every method at one point and repeat one seed, and a sweep of the same scenario and seed gives the same
@@ -34,7 +34,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from lab.results.stats import Est, Obs, order_stat_ci_rank
+from lab.stats.stats import Est, Obs, order_stat_ci_rank
 
 #: (repeat, link seed) of one result
 Key = tuple[int, int]

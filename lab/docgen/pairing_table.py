@@ -1,6 +1,6 @@
 """What the paired verdicts (issue 37) change on the committed data: per reference folder, the report's HTTP/3-vs-TCP
 comparisons ("In short") judged by the unpaired rule (Hodges-Lehmann + rank test, what every verdict used before)
-and by the rule in force (paired where the design pairs, lab/results/verdict.py), and the seed atlas's cells the
+and by the rule in force (paired where the design pairs, lab/stats/verdict.py), and the seed atlas's cells the
 same way. docs/results.md's generated block `pairing-reference` (`quiclab docs`)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from lab.results.headline import cells
-from lab.results.report import load_sweep
-from lab.results.summary import md_table
-from lab.results.verdict import Judged, RatioCI
+from lab.report.headline import cells
+from lab.report.report import load_sweep
+from lab.report.summary import md_table
+from lab.stats.verdict import Judged, RatioCI
 
 Word = str  # "equivalent", "faster", "slower", "no verdict"
 
@@ -64,7 +64,7 @@ def row(name: str, judged: Iterable[Judged]) -> list[str]:
 
 
 def render(reference: Path) -> str:
-    from lab.results import atlas
+    from lab.docgen import atlas
 
     rows: list[list[str]] = []
     everything: list[Judged] = []

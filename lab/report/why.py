@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from lab.explain import versus as vs
 from lab.explain.model import EXPLAIN_JSON, Explanation, Figure, Timeline
 from lab.results.schema import RunRecord
-from lab.results.stats import method_label
+from lab.stats.stats import method_label
 
 NOTE = ("Per point and method: the explanation of the run with the median time among the explained runs (the lower "
         "of the two middle ones for an even count), from that run's own captures and the emulator's counters "
@@ -155,7 +155,7 @@ def curves_svg(title: str, curves: Sequence[tuple[str, Timeline]], salt: str) ->
     import matplotlib
     from matplotlib.figure import Figure
 
-    from lab.results.svg import svg_element
+    from lab.report.svg import svg_element
 
     fig = Figure(figsize=(8, 4.2), layout="constrained")
     ax = fig.add_subplot()

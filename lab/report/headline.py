@@ -1,5 +1,5 @@
 """What a reader of a sweep's report wants first: one sentence per point and client/server pair, who was faster and
-by how much, by the one comparison rule of `quiclab compare` and the atlas (lab/results/verdict.py `judge_runs`:
+by how much, by the one comparison rule of `quiclab compare` and the atlas (lab/stats/verdict.py `judge_runs`:
 TCP as A, HTTP/3 as B; the median of the per-pair HTTP/3 ÷ TCP time ratios with its sign-based CI where every run
 has its partner over the same link seed, else the unpaired Hodges-Lehmann estimate, and says so).
 
@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lab.report.summary import sig3
 from lab.results.schema import RunRecord
-from lab.results.stats import group_records, protocol_label
-from lab.results.summary import sig3
-from lab.results.verdict import Bounded, Judged, Margins, fmt_bounded, fmt_ci, fmt_level, judge_runs
+from lab.stats.stats import group_records, protocol_label
+from lab.stats.verdict import Bounded, Judged, Margins, fmt_bounded, fmt_ci, fmt_level, judge_runs
 
 HEADLINE_NOTE = ("Per point and client/server pair, HTTP/3 against each TCP protocol by the rule `quiclab compare` "
                  "uses (docs/results.md \"Do two sweeps agree?\"): the median of the per-pair HTTP/3 \u00f7 TCP time "

@@ -21,7 +21,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from lab.results.folder import Manifest, as_doc, write_atomic
 from lab.results.schema import RunRecord
-from lab.results.stats import Dist, Est, GroupStats, method_label, protocol_label, summarize
+from lab.stats.stats import Dist, Est, GroupStats, method_label, protocol_label, summarize
 
 X_LABELS = {
     "loss_pct": "loss (%)",

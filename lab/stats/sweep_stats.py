@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lab.results import cc_check, stats
-from lab.results.cc_check import Check
 from lab.results.schema import RunRecord
-from lab.results.stats import GroupStats, RatioStats
+from lab.stats import cc_check, stats
+from lab.stats.cc_check import Check
+from lab.stats.stats import GroupStats, RatioStats
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class SweepStats:
 
     groups: list[GroupStats]  # summarize
     ratios: list[RatioStats]  # ratios: HTTP/3 over HTTP/1.1 and HTTP/2
-    cc_checks: list[Check]  # lab.results.cc_check.checks: the sender's claimed congestion control vs Reno's model
+    cc_checks: list[Check]  # lab.stats.cc_check.checks: the sender's claimed congestion control vs Reno's model
 
 
 def sweep_stats(records: Sequence[RunRecord]) -> SweepStats:
