@@ -1,25 +1,16 @@
-"""lab/'s layers (docs/architecture.md): imports point down only, and no import cycle, counting the imports inside
-functions (a function-level import must not be what keeps a cycle from failing at import time)."""
+"""lab/'s layers (lab/layers.py, the one written order; docs/architecture.md shows it): every folder and top-level
+module of lab/ has its layer, imports point down only (or stay in their folder), the units of one layer do not import
+each other, there is no import cycle between folders nor between modules, counting the imports inside functions (a
+function-level import must not be what keeps a cycle from failing at import time)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-LAB = Path(__file__).resolve().parents[2] / "lab"
+from lab.layers import LAYERS, rank, unit_of
 
-#: What each layer must not import (the layers above it).
-FORBIDDEN = {
-    "lab.plan": ("lab.run", "lab.cli", "lab.explain", "lab.bench", "lab.observe", "lab.lab",
-                 "lab.report.report", "lab.results.store"),
-    "lab.run": ("lab.cli", "lab.bench"),
-    "lab.results": ("lab.cli", "lab.run", "lab.bench"),
-    "lab.link": ("lab.plan", "lab.run", "lab.results", "lab.cli", "lab.lab"),
-    "lab.endpoints": ("lab.plan", "lab.run", "lab.results", "lab.cli"),
-    "lab.workloads": ("lab.plan", "lab.run", "lab.cli"),
-    "lab.evidence": ("lab.plan", "lab.run", "lab.cli"),
-    "lab.docker": ("lab.plan", "lab.run", "lab.results", "lab.cli", "lab.lab", "lab.link"),
-}
+LAB = Path(__file__).resolve().parents[2] / "lab"
 
 
 def modules() -> dict[str, Path]:
@@ -103,14 +94,42 @@ def test_the_cycle_finder_finds_one():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+def units(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The folder-level graph: unit -> the other units its modules import."""
+    out: dict[str, set[str]] = {}
+    for module, targets in edges.items():
+        out.setdefault(unit_of(module), set()).update(unit_of(t) for t in targets)
+    return {u: ts - {u} for u, ts in out.items()}
+
+
+def upward(edges: dict[str, set[str]], order: dict[str, int]) -> list[str]:
+    """Every import from one unit to another not in a lower layer (upward or sideways), as 'module -> module'."""
+    return [f"{m} -> {t}" for m, targets in sorted(edges.items()) for t in sorted(targets)
+            if unit_of(m) != unit_of(t) and order[unit_of(t)] >= order[unit_of(m)]]
+
+
+def test_every_folder_and_top_level_module_has_one_layer():
+    written = [u for layer, _ in LAYERS for u in layer]
+    assert len(written) == len(set(written)), "a unit is in two layers"
+    on_disk = {unit_of(m) for m in modules()}
+    assert sorted(on_disk - set(written)) == [], "in lab/ but not in lab/layers.py's LAYERS"
+    assert sorted(set(written) - on_disk) == [], "in LAYERS but not in lab/"
+
+
 def test_imports_point_down_only():
-    wrong = []
-    for module, targets in graph().items():
-        for layer, above in FORBIDDEN.items():
-            if module == layer or module.startswith(layer + "."):
-                wrong += [f"{module} -> {t}" for t in sorted(targets)
-                          if any(t == a or t.startswith(a + ".") for a in above)]
-    assert wrong == []
+    assert upward(graph(), rank()) == []
+
+
+def test_no_import_cycle_between_folders():
+    assert cycles(units(graph())) == []
+
+
+def test_the_layer_check_finds_an_upward_and_a_sideways_import():
+    edges = {"lab.errors": {"lab.run.sweep"}, "lab.stats.verdict": {"lab.observe.push", "lab.results.schema"},
+             "lab.run.sweep": {"lab.run.runner"}, "lab.run.runner": set(), "lab.observe.push": set(),
+             "lab.results.schema": set()}
+    assert upward(edges, rank()) == ["lab.errors -> lab.run.sweep", "lab.stats.verdict -> lab.observe.push"]
+    assert units(edges)["lab.run"] == set()
 
 
 def test_only_the_entry_point_imports_the_cli():
