@@ -3,6 +3,7 @@
 - docs/seeds.md: the whole file (lab/docgen/atlas.py, from docs/seeds.toml and results/reference/);
 - README.md and docs/results.md: the blocks between `<!-- generated: NAME -->` and `<!-- end generated: NAME -->`
   (lab/docgen/blocks.py), the rest of those files written by hand;
+- docs/architecture.md: its layers diagram (block `layers`, lab/docgen/architecture.py, from lab/layers.py);
 - docs/explain.md: its worked examples' blocks `<!-- generated from SRC -->` (lab/explain/example.py);
 - results/reference/PRESET/summary.md of every sweep folder (what `quiclab report` writes there): their statistics
   depend on more than their own runs.csv (the Reno check's threshold comes from validate-reno), so a re-run of one
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lab import config
-from lab.docgen import atlas, blocks
+from lab.docgen import architecture, atlas, blocks
 from lab.errors import UsageError
 from lab.explain import example
 from lab.report.report import load_sweep, summary_text
@@ -43,6 +44,9 @@ def outputs(root: Path = config.ROOT) -> dict[Path, str]:
     for rel in ("README.md", "docs/results.md"):
         path = root / rel
         out[path] = fill_blocks(path.read_text(encoding="utf-8"), lambda name: blocks.render(name, reference), path)
+    arch = root / "docs" / "architecture.md"
+    out[arch] = fill_blocks(arch.read_text(encoding="utf-8"), lambda name: architecture.render(name, root / "lab"),
+                            arch)
     explain_md = root / "docs" / "explain.md"
     out[explain_md] = example.fill(explain_md.read_text(encoding="utf-8"), root)
     for folder in sorted(p for p in reference.iterdir() if (p / "summary.md").is_file()):
