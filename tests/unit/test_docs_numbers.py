@@ -1,10 +1,10 @@
 """The documents' numbers recomputed from the committed runs with this file's own arithmetic (issue 36, point 4).
 
-`quiclab docs --check` proves the documents are what lab/results renders now; it cannot catch a wrong method,
-because it renders with the same code. Here a few lines of their own (csv, statistics, math; nothing of
-lab/results) recompute cells the documents quote: medians, paired ratios and their QUIC/TCP order, a censored run's
-bound at its own end, the Reno check's threshold and its verdicts, the atlas's medians in QUIC / TCP order; and
-the folders' run keys are checked against the plan their manifest states.
+`quiclab docs --check` proves the documents are what lab/stats, lab/report and lab/docgen render now; it cannot
+catch a wrong method, because it renders with the same code. Here a few lines of their own (csv, statistics, math;
+nothing of lab/stats nor lab/report) recompute cells the documents quote: medians, paired ratios and their QUIC/TCP
+order, a censored run's bound at its own end, the Reno check's threshold and its verdicts, the atlas's medians in
+QUIC / TCP order; and the folders' run keys are checked against the plan their manifest states.
 """
 
 from __future__ import annotations
