@@ -8,7 +8,7 @@ import typer
 from rich.text import Text
 
 from lab import config, lab, lock, terminal
-from lab.endpoints import check_server, get_client, require_available
+from lab.endpoints import check_server, get_client
 from lab.endpoints.base import ClientAdapter
 from lab.endpoints.registry import Implementation, help_text, registry
 from lab.endpoints.sender_cc import parse_cc, resolve
@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
                              f"{config.MAX_TIMEOUT_S:g} seconds")
         kinds = parse_kinds(capture)
         lab.require_up()
-        require_available([client], [server])
+        lab.ensure_available([client], [server])
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         root = config.ROOT / "results" / "runs" / f"{stamp}-{adapter.name}-{server}"
         results = []

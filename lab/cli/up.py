@@ -13,8 +13,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def up(build: Annotated[bool, typer.Option("--build", help="Rebuild images (cached) first.")] = False,
            parts: Annotated[str | None, typer.Option(
-               "--parts", help="Optional parts to start: a comma list of " + ", ".join(optional.PARTS)
-                               + ", or none (default: every part built here).")] = None) -> None:
+               "--parts", help="Optional parts to start: a comma list of " + ", ".join(optional.ALL)
+                               + ", all, or none (default: every part of " + ", ".join(optional.PARTS)
+                               + " built here; the on-demand ones start when a run needs them).")] = None) -> None:
         """Bring the lab up (client, router, servers, Prometheus) and wait until every part is healthy."""
         only = optional.parse_parts(parts) if parts is not None else None
         lab.up(build_images=build, only=only)

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from lab import config, docker, instance, lab, lock, optional, signals, terminal
-from lab.endpoints import require_available
 from lab.endpoints.registry import registry
 from lab.errors import QuiclabError, UsageError
 from lab.explain import folder as explain_folder
@@ -163,8 +162,8 @@ def worker(folder: Path) -> int:
     outcome = "complete"
     try:
         with lock.holding():
-            lab.require_up(_parts(s))
-            require_available(s.clients, s.servers)
+            lab.require_up(tuple(p for p in _parts(s) if p not in optional.ON_DEMAND))
+            lab.ensure_available(s.clients, s.servers)  # an on-demand part: started here if it is not yet
             facts = session.environment_facts(s)
             ctx = runner.Context(sweep=s.name, shaper=facts["shaper"], cc=session.cc_by_implementation(facts),
                                  timeout_for=lambda r: timeout_for(s, r.point), quic_cc=dict(s.client_quic_cc),
@@ -388,7 +387,7 @@ def start(s: Scenario, preset: str | None, results_dir: Path, n: int | None, hos
         raise UsageError(f"invalid --parallel {count}: the plan has {len(groups(every))} (point, repeat) groups, so "
                          f"at most {len(groups(every))} labs")
     lab.require_up()
-    require_available(s.clients, s.servers)
+    lab.ensure_available(s.clients, s.servers)
     numbers = pick_labs(count)
     folder = store.new_folder(results_dir, s.name)
     manifest = session.new_manifest(s, preset, len(every))
@@ -418,7 +417,7 @@ def resume(folder: Path) -> tuple[Path, bool]:
     store.rewrite_runs(folder, list(kept.values()))
     todo = [r for r in every if r.key not in kept]
     lab.require_up()
-    require_available(s.clients, s.servers)
+    lab.ensure_available(s.clients, s.servers)
     count = min(int(manifest["parallel"]["labs"]), max(1, len(groups(todo))))
     manifest["parallel"]["instances"] = pick_labs(count)
     manifest.update(status="running")

@@ -12,7 +12,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.text import Text
 
 from lab import config, lab, lock, signals, terminal
-from lab.endpoints import require_available
 from lab.errors import QuiclabError
 from lab.explain import folder as explain_folder
 from lab.explain import tshark
@@ -189,7 +188,7 @@ def _mark_interrupted(folder: Path) -> None:
 def _start(s: Scenario, preset: str | None, results_dir: Path, part: shard.ShardSpec | None,
            host_guard: str = "flag") -> tuple[Path, bool]:
     lab.require_up()
-    require_available(s.clients, s.servers)
+    lab.ensure_available(s.clients, s.servers)
     every = plan(s)
     runs = part.select(every) if part else every
     folder = store.new_folder(results_dir, shard.folder_name(s.name, part))
@@ -268,7 +267,7 @@ def _resume(folder: Path) -> tuple[Path, bool]:
     lab.require_up()
     manifest = store.read_manifest(folder).doc()  # the sweep's working copy
     s = validate(manifest["scenario"], str(folder / store.MANIFEST))
-    require_available(s.clients, s.servers)
+    lab.ensure_available(s.clients, s.servers)
     runs = shard.restrict(manifest, plan(s))  # a shard's folder holds its shard of the plan
     kept = store.completed_runs(store.load_runs(folder, report_torn=True), {r.key for r in runs})
     store.rewrite_runs(folder, list(kept.values()))
