@@ -98,16 +98,18 @@ class ServerProtocol(QuicConnectionProtocol):
             else:
                 with open(full, "rb") as f:
                     body = f.read()
-                self._answer(event.stream_id, 200, b"" if method == b"HEAD" else body, len(body))
+                self._answer(event.stream_id, 200, b"" if method == b"HEAD" else body, len(body),
+                             html=full.endswith(".html"))
         self.transmit()
 
-    def _answer(self, stream_id: int, status: int, body: bytes, length: int | None = None) -> None:
+    def _answer(self, stream_id: int, status: int, body: bytes, length: int | None = None,
+                html: bool = False) -> None:
         assert self._h3 is not None
         headers = [(b":status", str(status).encode()), (b"server", b"quiclab-aioquic"),
                    (b"cache-control", b"no-store"),
                    (b"content-length", str(len(body) if length is None else length).encode())]
-        if status == 200:
-            headers.append((b"content-type", b"application/octet-stream"))
+        if status == 200:  # as nginx's types: html for the workloads' test pages (index.html), else octet-stream
+            headers.append((b"content-type", b"text/html" if html else b"application/octet-stream"))
         self._h3.send_headers(stream_id, headers, end_stream=not body)
         if body:
             self._h3.send_data(stream_id, body, end_stream=True)

@@ -97,7 +97,9 @@ func server() error {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.Handle("/obj/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("Content-Type", "application/octet-stream")
+		if !strings.HasSuffix(r.URL.Path, ".html") { // as nginx's types: html for the test pages, else octet-stream
+			w.Header().Set("Content-Type", "application/octet-stream")
+		}
 		files.ServeHTTP(w, r)
 	}))
 	srv := &http3.Server{

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from lab import agent, lab, optional
+from lab import agent, lab, objects, optional
 from lab.endpoints import get_client
 from lab.endpoints.registry import registry
 from lab.errors import UsageError
@@ -152,3 +152,21 @@ def test_the_new_clients_refuse_a_certificate_for_another_name(clean_link, clien
             adapter.processes[0]]
     doc = json.loads(in_container(adapter.container, *argv).strip().splitlines()[-1])
     assert doc["exit"] != 0 and doc["curl"]["size_download"] == 0 and doc["curl"]["http_version"] == "", doc
+
+
+@pytest.mark.parametrize(("client", "server"), [("aioquic-client", "aioquic"), ("quic-go-client", "quic-go"),
+                                                ("aioquic-client", "haproxy"), ("quic-go-client", "haproxy")])
+def test_the_new_clients_fetch_n_objects_on_one_connection(clean_link, client, server):
+    """URL may name N objects: fetched in turn on one connection, each one's size and SHA-256 reported and checked
+    here against the server's objects; the line's total is their sum."""
+    started([client], [server])
+    sizes = [10_000, 100_000, 1_000_000]
+    expected = [objects.ensure(n) for n in sizes]
+    adapter, target = get_client(client), registry().server(server)
+    urls = " ".join(target.url(objects.path_for(n)) for n in sizes)
+    argv = ["env", "PROTOCOL=h3", f"URL={urls}", "TIMEOUT=60", f"HOST_ADDR={target.address}", adapter.processes[0]]
+    doc = json.loads(in_container(adapter.container, *argv).strip().splitlines()[-1])
+    assert doc["exit"] == 0 and doc["curl"]["http_version"] == "3", doc
+    assert [(t["size"], t["sha256"], t["status"]) for t in doc["transfers"]] == [
+        (n, sha, 200) for n, sha in zip(sizes, expected, strict=True)]
+    assert doc["curl"]["size_download"] == sum(sizes)

@@ -118,7 +118,8 @@ def test_unknown_names_list_the_allowed_ones():
     allowed = r"allowed are curl, gtlsclient, curl-sid, chromium, aioquic-client, quic-go-client$"
     with pytest.raises(UsageError, match=r"unknown client 'quiche': " + allowed):
         get_client("quiche")
-    with pytest.raises(UsageError, match=r"unknown server 'curl': allowed are nginx, ngtcp2, caddy, nginx-sid, haproxy, aioquic, quic-go$"):
+    with pytest.raises(UsageError, match=r"unknown server 'curl': allowed are nginx, ngtcp2, caddy, nginx-sid, "
+                                         r"haproxy, aioquic, quic-go$"):
         check_server("curl")
 
 

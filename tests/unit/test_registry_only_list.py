@@ -124,7 +124,8 @@ def test_only_clients_migrate():
 
 
 def test_help_texts_list_the_registry(fake: Registry):
-    assert help_text("server") == "nginx, ngtcp2, caddy, nginx-sid (or nginx-1.30), haproxy, aioquic, quic-go, fakeserver"
+    assert help_text("server") == ("nginx, ngtcp2, caddy, nginx-sid (or nginx-1.30), haproxy, aioquic, quic-go, "
+                                   "fakeserver")
     assert help_text("client").endswith("chromium, aioquic-client, quic-go-client, fakeclient (or fake-1.0)")
     assert "fakeclient: cubic, bbr" in help_text("client_quic_cc")
     assert help_text("sender_quic_cc") == "ngtcp2, aioquic"
