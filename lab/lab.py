@@ -228,8 +228,8 @@ def ensure_available(clients: Iterable[str] = (), servers: Iterable[str] = ()) -
             continue
         part = optional.parts()[name]
         if optional.unavailable(name):
-            terminal.info(f"{', '.join(i.name for i in impls if optional.part_of(i.container) == name)} "
-                          f"need the optional part '{name}', built on first use")
+            users = ", ".join(i.name for i in impls if optional.part_of(i.container) == name)
+            terminal.info(f"the optional part '{name}' is built on first use, now (for {users})")
             build_optional(part)
         if optional.unavailable(name):
             break  # refused below, with the reason
