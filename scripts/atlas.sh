@@ -4,7 +4,7 @@
 # per-lab logs), ready to commit, and regenerate the documents that cite them (`quiclab docs`: docs/seeds.md, the
 # generated blocks of README.md and docs/results.md).
 #
-#   bash scripts/atlas.sh [--parallel N|auto] [PRESET ...]   (default: every seed preset, --parallel 3; auto picks
+#   bash scripts/atlas.sh [--parallel N|auto] [--rerun] [PRESET ...]   (default: every seed preset, --parallel 3; auto picks
 #   the number of labs from each plan's link rates and this host's cores: docs/results.md "Parallel labs")
 #
 # A preset whose reference folder is complete is skipped; an interrupted sweep stays in results/atlas/<preset>/
@@ -12,8 +12,14 @@
 # would measure the host, not the link, when labs share its two cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-parallel=3
-if [[ "${1:-}" == "--parallel" ]]; then parallel=$2; shift 2; fi
+parallel=3 rerun=0 published=0
+while [[ "${1:-}" == --* ]]; do
+  case $1 in
+    --parallel) parallel=$2; shift 2 ;;
+    --rerun) rerun=1; shift ;;  # measure again even where a complete reference folder exists (replaced when done)
+    *) echo "✗ unknown option $1: allowed --parallel N|auto, --rerun" >&2; exit 2 ;;
+  esac
+done
 quiclab=(.venv/bin/quiclab)
 # every seed preset (tests/unit/test_seed_presets.py: names starting connectify, yu, kth, survey, jitter, bolina),
 # quickest first so that a session's time buys the most seed experiments
@@ -23,11 +29,18 @@ all=(connectify-rate connectify-rate-cubic connectify-rate-nginx-sid connectify-
      connectify-loss-nginx-sid connectify-loss-cubic)
 presets=("$@")
 ((${#presets[@]})) || presets=("${all[@]}")
+# A reference folder is made from committed code only (`quiclab publish` refuses anything else): say so before an
+# hour of sweeping, not after it.
+if [[ -n $(git status --porcelain -- . ':(exclude)results') ]]; then
+  echo "✗ the source tree has uncommitted changes (git status): commit them first; a reference folder must be made" \
+       "from committed code" >&2
+  exit 1
+fi
 complete() { [[ -f $1/manifest.json ]] && .venv/bin/python -c 'import json,sys; sys.exit(json.load(open(sys.argv[1])).get("status") != "complete")' "$1/manifest.json"; }
 work=results/atlas
 for p in "${presets[@]}"; do
   ref=results/reference/$p
-  if complete "$ref"; then echo "· $p: $ref is complete: skipped"; continue; fi
+  if ((!rerun)) && complete "$ref"; then echo "· $p: $ref is complete: skipped"; continue; fi
   n=$parallel
   [[ $p == kth-unshaped ]] && n=1
   par=(); [[ $n == auto ]] || ((n > 1)) && par=(--parallel "$n")
@@ -41,9 +54,10 @@ for p in "${presets[@]}"; do
     folder=$(ls -d "$work/$p"/*/ | tail -1)
   fi
   complete "$folder" || { echo "✗ $p: $folder is not complete: not published" >&2; exit 1; }
-  rm -rf "$ref" && mkdir -p "$ref"
-  (cd "$folder" && find . \( -name '*.csv' -o -name '*.md' -o -name manifest.json -o -path './plots/*' \) \
-     -type f -not -path './evidence/*' -not -path './labs/*' -print0 | xargs -0 cp --parents -t "$OLDPWD/$ref")
+  "${quiclab[@]}" publish "$folder" "$p"  # refuses a folder not made from committed code, or without image IDs
   echo "✓ $p published: $ref ($(du -sh "$ref" | cut -f1))"
-  "${quiclab[@]}" docs  # docs/seeds.md and the generated blocks now cite it: commit them with the folder
+  published=1
 done
+# docs/seeds.md and the generated blocks now cite them: commit them with the folders. (Once, after every sweep:
+# regenerated docs are source changes, and the next preset's sweep must start from a clean tree.)
+if ((published)); then "${quiclab[@]}" docs; fi

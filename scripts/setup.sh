@@ -239,10 +239,11 @@ else
 fi
 
 # The default job: one verified transfer per protocol through the router, then the default loss sweep
-# (Connectify's: 10 MB, 160 ms RTT, 5 Mbit/s, loss 0-5 %). --reuse makes a second run cheap: it shows the
-# finished sweep (or resumes an unfinished one) instead of measuring everything again.
+# (Connectify's: 10 MB, 160 ms RTT, 5 Mbit/s, loss 0-5 %) on parallel labs (--parallel auto: the number of labs
+# this host's cores carry at the plan's link rate; every run passes the fidelity guard). --reuse makes a second
+# run cheap: it shows the finished sweep (or resumes an unfinished one) instead of measuring everything again.
 if [ "${QUICLAB_SETUP_NO_UP:-0}" != 1 ] && [ "${QUICLAB_SETUP_NO_JOB:-0}" != 1 ]; then
   uv run --frozen quiclab shape --clear >/dev/null
   uv run --frozen quiclab run --size 1MB
-  uv run --frozen quiclab sweep loss --reuse
+  uv run --frozen quiclab sweep loss --reuse --parallel auto
 fi

@@ -20,6 +20,7 @@ from lab.cli import (
     explain,
     merge,
     presets,
+    publish,
     report,
     reproduce,
     run,
@@ -44,7 +45,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 for module in (up, down, status, dashboard, run, shape, sweep, merge, presets, report, compare, reproduce, bench,
-               build, docs, explain):
+               build, docs, explain, publish):
     module.register(app)
 sweep.register_worker(app)
 

@@ -15,7 +15,8 @@ def register(app: typer.Typer) -> None:
                                                             "longer matches its data.")] = False,
     ) -> None:
         """Regenerate the documents built from committed data: docs/seeds.md (the seed atlas, from docs/seeds.toml
-        and results/reference/) and the generated blocks of README.md and docs/results.md."""
+        and results/reference/), the generated blocks of README.md, docs/results.md and docs/explain.md, and the
+        summary.md of every reference sweep folder."""
         if check:
             old = generated.stale()
             for p in old:

@@ -87,6 +87,15 @@ def resolve(server: Implementation, protocol: Protocol, cc: str | None) -> Sende
                                                          f"cc={want} cannot be set (cc=native runs its own)")
 
 
+# runs.csv cc_sender_source values (lab/run/sender.py reads the algorithm back and says how it knows)
+SOURCE_NETNS = "netns sysctl (read back after the run)"
+SOURCE_CMDLINE = "process command line (--cc of the listener the client used)"
+SOURCE_DEFAULT = "server default (its listener has no --cc; registry quic_cc.default)"
+SOURCE_CLAIM = "registry claim (fixed in the stack; not observable)"
+#: the sources that observe the algorithm in force (not a default or a claim taken on trust)
+OBSERVED_SOURCES = (SOURCE_NETNS, SOURCE_CMDLINE)
+
+
 def claims_reno(cc_sender: str) -> bool:
     """Whether a recorded sender congestion control says Reno/NewReno (the registry's claim or a set value)."""
     first = cc_sender.strip().lower().split(" ", 1)[0] if cc_sender.strip() else ""

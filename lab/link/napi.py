@@ -1,11 +1,13 @@
-"""How the router's kernel forwards what linkem writes: inside linkem's write, or in threaded NAPI (opt-in).
+"""How the router's kernel forwards what linkem writes: inside linkem's write, or in threaded NAPI (the default as
+root).
 
 The router's linkem attaches to its TUN devices with `IFF_NAPI` (images/router/router.sh, linkem `--napi on`).
-By default (`QUICLAB_LINKEM_NAPI=off`) that NAPI runs in the softirq of linkem's own write: every packet linkem
-writes is forwarded by the kernel inside that system call, in linkem's thread, as through a TUN without NAPI; on a
-2-core host that caps unshaped forwarding at ~0.5 of the kernel's own (docs/benchmarks.md). With
-`QUICLAB_LINKEM_NAPI=on`, `quiclab up` makes the devices' NAPI threaded: a written packet is queued to a kernel
-thread of the device (`napi/tun-down-N`, `napi/tun-up-N`) which forwards it, and linkem's write returns at once.
+With `QUICLAB_LINKEM_NAPI=off` (and `auto`, the default, where quiclab is not root) that NAPI runs in the softirq
+of linkem's own write: every packet linkem writes is forwarded by the kernel inside that system call, in linkem's
+thread, as through a TUN without NAPI; on a 2-core host that caps unshaped forwarding at ~0.5 of the kernel's own
+(docs/benchmarks.md). With `QUICLAB_LINKEM_NAPI=on` (and `auto` as root), `quiclab up` makes the devices' NAPI
+threaded: a written packet is queued to a kernel thread of the device (`napi/tun-down-N`, `napi/tun-up-N`) which
+forwards it, and linkem's write returns at once.
 
 Making a device's NAPI threaded means writing `/sys/class/net/NAME/threaded` in the router's network namespace.
 The router container is unprivileged and its `/sys` is read-only, and a privileged helper container is refused on

@@ -8,7 +8,7 @@ fails when the committed file no longer matches its data.
 One definition for every comparison: **QUIC/TCP time** = the Hodges-Lehmann estimate of the ratio of the two
 methods' transfer (or page) times, with its exact distribution-free CI and the level that CI reaches at these n
 (lab/results/verdict.py: the same statistics `quiclab compare` uses; failed and timed-out runs enter censored at
-their timeout, never dropped). < 1: QUIC was faster. The lab's verdict on it is verdict.py's `decide` at the
+their own end, never dropped). < 1: QUIC was faster. The lab's verdict on it is verdict.py's `decide` at the
 default margins (equivalent: CI inside +-10 %; QUIC faster/slower: rank test p < 0.05 and the CI wholly beyond the
 margin; else no verdict). The seed's direction is from its own numbers: its QUIC/TCP time ratio below 1/1.1 is
 "QUIC faster", above 1.1 "QUIC slower", else "parity" (a seed gives one number per point, so no interval); for
@@ -29,10 +29,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lab import config
 from lab.errors import UsageError
+from lab.results.fmt import fmt_est
 from lab.results.report import load_sweep
 from lab.results.schema import RunRecord
-from lab.results.stats import Obs, describe, method_label
-from lab.results.summary import sig3
+from lab.results.stats import Est, Obs, describe, method_label
 from lab.results.verdict import (
     Bounded,
     Margins,
@@ -166,10 +166,10 @@ class LabCell:
     n_tcp: int = 0
     censored_quic: int = 0
     censored_tcp: int = 0
-    quic_median: float | None = None  # s
-    tcp_median: float | None = None
-    quic_goodput: float | None = None  # median goodput, bit/s
-    tcp_goodput: float | None = None
+    quic_median: Est | None = None  # s (a bound when censoring leaves it one)
+    tcp_median: Est | None = None
+    quic_goodput: Est | None = None  # median goodput, bit/s
+    tcp_goodput: Est | None = None
     ratio: str = ""  # QUIC/TCP time, formatted (may be a bound)
     ratio_value: float | None = None
     ci: RatioCI | None = None
@@ -177,10 +177,10 @@ class LabCell:
     reason: str = ""
 
 
-def _median(values: Sequence[Obs]) -> float | None:
-    """The median, or None when censoring leaves it a bound (or there is no result)."""
+def _median(values: Sequence[Obs]) -> Est | None:
+    """The median, a bound when censoring leaves it one (None without a result)."""
     d = describe(values)
-    return d.median.value if d is not None and d.median.exact else None
+    return d.median if d is not None else None
 
 
 def _runs(records: Sequence[RunRecord], point: str, side: Side) -> list[RunRecord]:
@@ -242,11 +242,11 @@ def senders(records: Sequence[RunRecord], side: Side, points: Collection[str] | 
 # Rendering
 
 
-def _s(v: float | None) -> str:
-    return f"{sig3(v)} s" if v is not None else "-"
+def _s(v: Est | None) -> str:
+    return f"{fmt_est(v)} s" if v is not None else "-"
 
 
-def _n(cell: LabCell) -> str:
+def n_text(cell: LabCell) -> str:
     cens = cell.censored_quic + cell.censored_tcp
     return f"{cell.n_quic}/{cell.n_tcp}" + (f" ({cens} censored)" if cens else "")
 
@@ -256,9 +256,26 @@ def shown(d: Direction, names: tuple[str, str]) -> str:
 
 
 def same_direction(seed: Direction, lab: Direction) -> str:
+    """"yes"; "no (opposite)": both directional, opposite ways; "no (lab parity)": the seed saw a direction where
+    the lab finds parity; "no (seed parity)": the other way round; "-": either side has no verdict."""
     if lab == "no verdict" or seed == "no verdict":
         return "-"
-    return "yes" if seed == lab else "no"
+    if seed == lab:
+        return "yes"
+    return "no (lab parity)" if lab == "parity" else "no (seed parity)" if seed == "parity" else "no (opposite)"
+
+
+def medians_disagree(c: LabCell) -> bool:
+    """Whether the two medians point the other way from the ratio (opposite sides of 1, one of them beyond the +-10 %
+    band): the ratio is the Hodges-Lehmann estimate (the median of every QUIC/TCP pairwise ratio), not the ratio of
+    the medians, and with wide spreads they can differ."""
+    if c.ratio_value is None or c.quic_median is None or c.tcp_median is None:
+        return False
+    if not (c.quic_median.exact and c.tcp_median.exact) or not c.quic_median.value or not c.tcp_median.value:
+        return False
+    by_medians = c.quic_median.value / c.tcp_median.value
+    outside = any(v < 1 / PARITY or v > PARITY for v in (by_medians, c.ratio_value))  # not both within the band
+    return (by_medians - 1) * (c.ratio_value - 1) < 0 and outside
 
 
 def _rel(path: Path) -> str:
@@ -307,9 +324,9 @@ class Renderer:
                 return _s(c.tcp_median)
             if kind in ("quic_mbps", "tcp_mbps"):
                 v = c.quic_goodput if kind == "quic_mbps" else c.tcp_goodput
-                return f"{sig3(v / 1e6)} Mbit/s" if v is not None else "-"
+                return f"{fmt_est(v, 1e-6)} Mbit/s" if v is not None else "-"
             if kind == "n":
-                return _n(c)
+                return n_text(c)
             return shown(c.direction, exp.names)
 
         return _PLACEHOLDER.sub(one, text)
@@ -348,6 +365,7 @@ class Renderer:
         out += ["", f"| seed condition | seed: {a} / {b} {metric} | seed {a}/{b} | arm | lab: {a} / {b} median "
                     f"(n) | lab {a}/{b} [CI, level] | lab says | same direction? |",
                 "|---|---|---|---|---|---|---|---|"]
+        flagged = False
         for p in exp.points:
             r = p.seed_ratio()
             where = f"line{'s' if any(c in p.lines for c in ',-') else ''} {p.lines}"
@@ -362,9 +380,16 @@ class Renderer:
                     out.append("| " + " | ".join([*head, arm.id, gap, "", "", ""]) + " |")
                     continue
                 lab_ratio = f"{c.ratio} [{fmt_ci(c.ci)}, {fmt_level(c.ci)}]" if c.ci else c.ratio
-                medians = f"{_s(c.quic_median)} / {_s(c.tcp_median)} ({_n(c)})"
+                medians = f"{_s(c.quic_median)} / {_s(c.tcp_median)} ({n_text(c)})"
+                if medians_disagree(c):
+                    medians += " (medians point the other way: see below the table)"
+                    flagged = True
                 out.append("| " + " | ".join([*head, arm.id, medians, lab_ratio, shown(c.direction, exp.names),
                                               same_direction(p.seed_direction(), c.direction)]) + " |")
+        if flagged:
+            out += ["", "Where the two medians point the other way from QUIC/TCP: the ratio is the Hodges-Lehmann "
+                        "estimate, the median of all QUIC/TCP pairwise time ratios, not the ratio of the two medians; "
+                        "with spreads this wide they can disagree, and the verdict (with its CI) rests on the ratio."]
         if exp.notes:
             out += ["", "Why the lab differs:", ""] + [f"- {self.fill(n, exp)}" for n in exp.notes]
         return [*out, ""]
@@ -373,9 +398,12 @@ class Renderer:
         """One row per experiment and arm: at how many of the seed's points the lab agrees on the direction."""
         out = ["## At a glance", "",
                "Per experiment and arm: the seed's points where the lab has data, and at how many of them the lab's "
-               "verdict goes the seed's way (same direction), the other way, or gives no verdict.", "",
-               "| seed | experiment | arm | points with data | same direction | other direction | no verdict |",
-               "|---|---|---|---|---|---|---|"]
+               "verdict goes the seed's way (same direction), the opposite way (both see a direction, opposite), "
+               "finds parity where the seed saw a direction, finds a direction where the seed saw parity, or gives "
+               "no verdict.", "",
+               "| seed | experiment | arm | points with data | same direction | opposite | lab parity, seed a "
+               "direction | lab a direction, seed parity | no verdict |",
+               "|---|---|---|---|---|---|---|---|---|"]
         for seed in atlas.seeds:
             for exp in seed.experiments:
                 for arm in exp.arms:
@@ -383,11 +411,13 @@ class Renderer:
                     cells = [(p, self.cell(arm, p.point)) for p in pts]
                     have = [(p, c) for p, c in cells if not c.missing]
                     if not have:
-                        out.append(f"| {seed.id} | {exp.id} | {arm.id} | 0 of {len(pts)} (not run yet) | | | |")
+                        out.append(f"| {seed.id} | {exp.id} | {arm.id} | 0 of {len(pts)} (not run yet) | | | | | |")
                         continue
                     verdicts = [same_direction(p.seed_direction(), c.direction) for p, c in have]
                     out.append(f"| {seed.id} | {exp.id} | {arm.id} | {len(have)} of {len(pts)} | "
-                               f"{verdicts.count('yes')} | {verdicts.count('no')} | {verdicts.count('-')} |")
+                               f"{verdicts.count('yes')} | {verdicts.count('no (opposite)')} | "
+                               f"{verdicts.count('no (lab parity)')} | {verdicts.count('no (seed parity)')} | "
+                               f"{verdicts.count('-')} |")
         return [*out, ""]
 
     def document(self, atlas: Atlas) -> str:

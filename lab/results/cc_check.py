@@ -8,41 +8,71 @@ MSS/RTT * C/sqrt(p), with
   loss-limited Reno flow hardly does);
 - MSS: the mean size of the packets the link delivered toward the client, less the IP and transport headers
   (TCP 20+20+12 timestamps; QUIC: UDP 8, the datagram payload being QUIC's max_datagram_size).
-A Reno/NewReno claim whose goodput exceeds the model by far (REFUTED_ABOVE) is flagged: it does not behave as one.
+A Reno/NewReno claim is REFUTED when the whole CI of its median ratio goodput / model lies above the threshold; a
+median above it whose CI reaches below is reported as such, not refuted. The threshold is derived, never typed
+(`reference_threshold`): MARGIN x the highest median ratio of the honest Reno senders in the committed
+results/reference/validate-reno (senders read back as Reno: the server namespace's sysctl or the listener's --cc;
+runs flagged host-bound left out: there the host, not the link, held the flow), so it follows a re-run of that
+folder. Without that folder no Reno claim is judged.
 Points without loss (no prediction) and points where the link's rate, not loss, bounds the flow are not judged.
-Failed and timed-out runs count like in every other figure (lab/results/stats.py): censored, their goodput known
-only to lie below the object's size over the timeout, so a median that falls on one is reported as that bound.
+Failed and timed-out runs count like in every other figure (lab/results/stats.py): censored at their own end, their
+goodput known only to lie below the object's size over that time, so a median, CI end or goodput that falls on one
+is reported as that bound ("<").
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
-from lab.endpoints.sender_cc import claims_reno
+from lab import config
+from lab.endpoints.sender_cc import OBSERVED_SOURCES, claims_reno
+from lab.results.fmt import fmt_ci, fmt_est, fmt_level
 from lab.results.models import mathis_goodput_bps
-from lab.results.schema import RunRecord
-from lab.results.stats import Obs, describe, is_censored, method_label
+from lab.results.schema import RunRecord, read_runs
+from lab.results.stats import (
+    CI,
+    Est,
+    Obs,
+    describe,
+    exclusion_reason,
+    fallback_timeout,
+    method_label,
+    run_obs,
+)
 
-#: The highest median goodput / Mathis that honest Reno senders (Linux TCP Reno, ngtcp2's NewReno) showed in the
-#: validate-reno sweep (medians 0.73-1.28; single runs up to 2.49: docs/results.md "Model check"), and the margin
-#: above it before a Reno claim is flagged: twice the highest honest median.
-HONEST_MEDIAN_MAX = 1.28
+#: the committed folder the threshold is derived from, and its margin: a Reno claim is refuted only when its
+#: median's whole CI lies above MARGIN x the highest honest Reno median there
+REFERENCE = config.ROOT / "results" / "reference" / "validate-reno"
 MARGIN = 2.0
-REFUTED_ABOVE = HONEST_MEDIAN_MAX * MARGIN
 #: the model binds only when it predicts clearly less than the link's rate.
 LOSS_LIMITED_BELOW = 0.5
 _HEADERS = {"h3": 20 + 8}
 _TCP_HEADERS = 20 + 20 + 12
-NOTE = ("Mathis et al. (1997): a Reno sender sustains MSS/RTT x 1.22/sqrt(p). p = random-loss drops / packets "
-        "the link took toward the client in the run (linkem's counters; the configured loss for runs without them), "
-        "RTT = the link's base RTT, MSS = mean "
-        "delivered packet size less headers. Ratio = measured goodput / prediction: median over the runs, "
-        "failed and timed-out ones censored (goodput below size / timeout), with the order-statistic CI of the "
-        f"median at the level it has (as above). A Reno/NewReno claim above {REFUTED_ABOVE:g}x the model "
-        f"({MARGIN:g} x {HONEST_MEDIAN_MAX:g}, the highest median of honest Reno senders in validate-reno) is "
-        f"flagged; points where the model exceeds {LOSS_LIMITED_BELOW:g}x the link rate are rate-limited, not "
-        "judged.")
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """MARGIN x the highest median goodput / Mathis of the honest Reno senders of a validate-reno folder."""
+
+    value: float  # the threshold: MARGIN x honest_max
+    honest_max: float  # the highest honest median
+    at: str  # where: "rtt=80ms loss=1% HTTP/3 gtlsclient→ngtcp2"
+    groups: int  # honest (point, method) groups judged (rate-limited ones are not)
+    runs: int  # their runs
+    flagged: int  # honest Reno runs left out because the fidelity guard flagged them host-bound
+    run_min: float  # single honest runs' ratios (completed runs)
+    run_max: float
+    source: str  # the folder, relative to the repository
+
+    def note(self) -> str:
+        return (f"{MARGIN:g} x {self.honest_max:.2f} = {self.value:.2f}x, {self.honest_max:.2f} being the highest "
+                f"median of the honest Reno senders (read back as reno) in {self.source} ({self.at}; {self.groups} "
+                f"groups, {self.runs} runs; {self.flagged} runs flagged host-bound left out; single runs "
+                f"{self.run_min:.2f}\u2013{self.run_max:.2f})")
 
 
 @dataclass(frozen=True)
@@ -85,61 +115,144 @@ class Check:
     point_label: str
     method: str
     cc_sender: str
+    cc_source: str  # how the sender's algorithm is known (runs.csv cc_sender_source)
     n: int  # runs: completed + censored (failed, timed out)
     loss_pct: float  # median observed
     mathis_bps: float  # median prediction
-    goodput_bps: float  # median measured (of the completed runs)
-    ratio: float  # median of the per-run ratios (a bound when it falls on a censored run: ratio_bound)
-    ratio_ci: tuple[float, float] | None  # order-statistic CI of that median (lab.results.stats.median_ci)
-    ci_level: float | None  # the coverage it has
+    goodput: Est  # median measured goodput over the same runs, censored ones included (a bound "<" when it falls
+    #              on one): the figure of the medians table for the same group
+    ratio_est: Est  # median of the per-run ratios goodput / Mathis (a bound "<" when it falls on a censored run)
+    ratio_ci: CI | None  # order-statistic CI of that median (lab.results.stats.median_ci); its ends may be bounds
     rate_limited: bool
     verdict: str
-    ratio_bound: str = ""  # "" exact; "<": the median is a censored run's, known only to lie below `ratio`
     censored: int = 0  # failed and timed-out runs among n
+    run_ratios: tuple[float, ...] = ()  # the completed runs' ratios
+
+    @property
+    def ratio(self) -> float:
+        return self.ratio_est.value if self.ratio_est.value is not None else 0.0
+
+    @property
+    def ratio_bound(self) -> str:
+        return self.ratio_est.bound
+
+    @property
+    def goodput_bps(self) -> float:
+        return self.goodput.value if self.goodput.value is not None else 0.0
+
+    @property
+    def ci_level(self) -> float | None:
+        return self.ratio_ci.level if self.ratio_ci else None
 
 
-def _ratio_obs(r: RunRecord, pred: Prediction) -> Obs | None:
-    """A completed run's goodput / Mathis, or a censored run's bound (goodput below size / timeout)."""
-    if r.status == "ok" and r.goodput_bps:
-        return Obs(pred.ratio(r.goodput_bps))
-    if is_censored(r):
-        return Obs(pred.ratio(r.size_bytes * 8 / r.timeout_s) if r.timeout_s else None, -1)
-    return None
+def refuted(ci: CI | None, threshold: float) -> bool:
+    """Whether a Reno claim is refuted: its median's whole CI lies above `threshold` (an exact lower end above it;
+    a lower end that is a censored bound "<" can lie anywhere below, so it never refutes)."""
+    return ci is not None and ci.lo.exact and ci.lo.value is not None and ci.lo.value > threshold
 
 
-def checks(records: Sequence[RunRecord]) -> list[Check]:
-    """One check per (point, method, sender congestion control) with loss, over its completed and censored runs."""
-    groups: dict[tuple[int, str, str, str, str], list[tuple[RunRecord, Prediction, Obs]]] = {}
+def _verdict(cc: str, rate_limited: bool, median: Est, ci: CI | None, threshold: Threshold | None) -> str:
+    if rate_limited:
+        return "rate-limited (not judged)"
+    if not claims_reno(cc):
+        return "not Reno (model for reference)"
+    if threshold is None:
+        return "not judged (no validate-reno reference)"
+    t = threshold.value
+    if refuted(ci, t):
+        return f"REFUTED: {median.value:.1f}x Reno's model, CI above {t:.2f}x"
+    if median.value is not None and median.value > t:
+        return f"median above {t:.2f}x, CI reaches below: not refuted"
+    return "consistent with Reno"
+
+
+def checks(records: Sequence[RunRecord],
+           threshold: Threshold | Literal["reference"] | None = "reference") -> list[Check]:
+    """One check per (point, method, sender congestion control) with loss, over its completed and censored runs.
+    `threshold`: "reference" (default) the one derived from the committed validate-reno (reference_threshold);
+    None: Reno claims are not judged."""
+    thr = reference_threshold() if threshold == "reference" else threshold if isinstance(threshold, Threshold) else None
+    groups: dict[tuple[int, str, str, str, str], list[RunRecord]] = {}
     for r in records:
-        pred = predict(r)
-        obs = _ratio_obs(r, pred) if pred is not None else None
-        if pred is None or obs is None:
-            continue
-        key = (r.point, r.protocol, r.client, r.server, r.cc_sender or r.cc_server)
-        groups.setdefault(key, []).append((r, pred, obs))
+        if exclusion_reason(r) is None and predict(r) is not None:
+            key = (r.point, r.protocol, r.client, r.server, r.cc_sender or r.cc_server)
+            groups.setdefault(key, []).append(r)
     out = []
-    for (_, protocol, client, server, cc), rows in sorted(groups.items(), key=lambda kv: kv[0]):
-        dist = describe([o for _, _, o in rows])
-        assert dist is not None  # (every group has a row)
-        median, ci = dist.median, dist.ci
-        value = median.value if median.value is not None else 0.0
-        mathis = _median([p.goodput_bps for _, p, _ in rows])
-        rate = rows[0][0].rate_bps
+    for (_, protocol, client, server, cc), rs in sorted(groups.items(), key=lambda kv: kv[0]):
+        fb = fallback_timeout(rs)
+        rows = []
+        for r in rs:
+            pred = predict(r)
+            assert pred is not None  # (grouped only with a prediction)
+            o = run_obs(r, fb)
+            ratio = Obs(pred.ratio(o.goodput.value) if o.goodput.value is not None else None, o.goodput.rank)
+            rows.append((r, pred, o.goodput, ratio))
+        ratios, goodput = describe([x[3] for x in rows]), describe([x[2] for x in rows])
+        assert ratios is not None and goodput is not None  # (every group has a row)
+        mathis = _median([p.goodput_bps for _, p, _, _ in rows])
+        rate = rs[0].rate_bps
         rate_limited = rate is not None and mathis > LOSS_LIMITED_BELOW * rate
-        bounds = (ci.lo.value, ci.hi.value) if ci and ci.lo.value is not None and ci.hi.value is not None else None
-        if rate_limited:
-            verdict = "rate-limited (not judged)"
-        elif claims_reno(cc):  # a censored median is below its bound: it can never refute
-            verdict = (f"REFUTED: {value:.1f}x Reno's model" if median.exact and value > REFUTED_ABOVE
-                       else "consistent with Reno")
-        else:
-            verdict = "not Reno (model for reference)"
-        done = [r.goodput_bps or 0 for r, _, o in rows if o.rank == 0]
-        out.append(Check(rows[0][0].point_label, method_label(protocol, client, server), cc, len(rows),
-                         _median([p.loss_p for _, p, _ in rows]) * 100, mathis, _median(done) if done else 0.0,
-                         value, bounds, ci.level if ci else None, rate_limited, verdict,
-                         ratio_bound=median.bound, censored=dist.n_censored))
+        out.append(Check(rs[0].point_label, method_label(protocol, client, server), cc, rs[0].cc_sender_source,
+                         len(rows), _median([p.loss_p for _, p, _, _ in rows]) * 100, mathis, goodput.median,
+                         ratios.median, ratios.ci, rate_limited,
+                         _verdict(cc, rate_limited, ratios.median, ratios.ci, thr), censored=ratios.n_censored,
+                         run_ratios=tuple(o.value for _, _, _, o in rows if o.rank == 0 and o.value is not None)))
     return out
+
+
+def honest_runs(records: Sequence[RunRecord]) -> tuple[list[RunRecord], int]:
+    """The runs of senders read back as Reno (OBSERVED_SOURCES: not a default or a registry claim), without the
+    ones the fidelity guard flagged host-bound; and how many flagged runs were left out."""
+    reno = [r for r in records if claims_reno(r.cc_sender) and r.cc_sender_source in OBSERVED_SOURCES]
+    return [r for r in reno if not r.host_bound], sum(1 for r in reno if r.host_bound)
+
+
+def derive_threshold(records: Sequence[RunRecord], source: str) -> Threshold | None:
+    """The threshold from a validate-reno folder's runs: MARGIN x the highest median ratio over its honest Reno
+    (point, method) groups that are loss-limited (honest_runs); None when it has none."""
+    runs, flagged = honest_runs(records)
+    judged = [c for c in checks(runs, None) if not c.rate_limited]
+    if not judged:
+        return None
+    top = max(judged, key=lambda c: c.ratio)
+    singles = [x for c in judged for x in c.run_ratios]
+    return Threshold(value=MARGIN * top.ratio, honest_max=top.ratio, at=f"{top.point_label} {top.method}",
+                     groups=len(judged), runs=sum(c.n for c in judged), flagged=flagged,
+                     run_min=min(singles, default=0.0), run_max=max(singles, default=0.0), source=source)
+
+
+def reference_threshold(folder: Path = REFERENCE) -> Threshold | None:
+    """derive_threshold over the committed validate-reno folder (None when it is not there)."""
+    runs = folder / "runs.csv"
+    if not runs.is_file():
+        return None
+    return _threshold_of(runs, runs.stat().st_mtime_ns)
+
+
+@functools.cache
+def _threshold_of(runs: Path, _mtime_ns: int) -> Threshold | None:
+    try:
+        source = str(runs.parent.relative_to(config.ROOT))
+    except ValueError:
+        source = str(runs.parent)
+    return derive_threshold(read_runs(runs).records, source)
+
+
+def note(threshold: Threshold | Literal["reference"] | None = "reference") -> str:
+    """The claim check's rule as the reports print it above its table."""
+    thr = reference_threshold() if threshold == "reference" else threshold if isinstance(threshold, Threshold) else None
+    rule = (f"A Reno/NewReno claim is REFUTED when the whole CI of its median lies above {thr.note()}; a median "
+            "above it whose CI reaches below is not refuted" if thr is not None else
+            "No Reno/NewReno claim is judged: there is no results/reference/validate-reno to derive the threshold "
+            "from")
+    return ("Mathis et al. (1997): a Reno sender sustains MSS/RTT x 1.22/sqrt(p). p = random-loss drops / packets "
+            "the link took toward the client in the run (linkem's counters; the configured loss for runs without "
+            "them), RTT = the link's base RTT, MSS = mean delivered packet size less headers. Ratio = measured "
+            "goodput / prediction: median over the runs, failed and timed-out ones censored at their own end "
+            "(goodput below size / that time; a median, CI end or goodput falling on one shows as \"<\" that "
+            "bound), with the order-statistic CI of the median at the level it has (as above); goodput = the median "
+            f"over the same runs (as in the medians table). {rule}. Points where the model exceeds "
+            f"{LOSS_LIMITED_BELOW:g}x the link rate are rate-limited, not judged.")
 
 
 def _median(values: Sequence[float]) -> float:
@@ -148,16 +261,19 @@ def _median(values: Sequence[float]) -> float:
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
+def _two(v: float) -> str:
+    return f"{v:.2f}"
+
+
 def table(cs: Sequence[Check]) -> tuple[list[str], list[list[str]]]:
     cols = ["parameter", "method", "sender cc", "n (censored)", "loss % (link)", "Mathis Mbit/s", "goodput Mbit/s",
             "goodput / Mathis", "CI", "CI level", "verdict"]
     rows = []
     for c in cs:
-        ci = f"{c.ratio_ci[0]:.2f}\u2013{c.ratio_ci[1]:.2f}" if c.ratio_ci else "-"
-        level = f"{c.ci_level * 100:.1f} %" if c.ci_level is not None else "-"
         rows.append([c.point_label, c.method, c.cc_sender or "?", f"{c.n} ({c.censored})" if c.censored else str(c.n),
-                     f"{c.loss_pct:.2f}", f"{c.mathis_bps / 1e6:.3g}", f"{c.goodput_bps / 1e6:.3g}",
-                     f"{c.ratio_bound}{c.ratio:.2f}", ci, level, c.verdict])
+                     f"{c.loss_pct:.2f}", f"{c.mathis_bps / 1e6:.3g}", fmt_est(c.goodput, 1e-6),
+                     fmt_est(c.ratio_est, show=_two), fmt_ci(c.ratio_ci, show=_two), fmt_level(c.ratio_ci),
+                     c.verdict])
     return cols, rows
 
 

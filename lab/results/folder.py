@@ -118,6 +118,8 @@ class Manifest(BaseModel):
     shaper: str | None = None
     shaper_reason: str | None = None
     link_forwarding: str | None = None
+    images: JSONDict | None = None  # per container (service) the sweep used: {id, name} (environment.images)
+    resumed_git: list[Any] | None = None  # per resume: the commit and tree that continued it (environment.git)
 
     _order: list[str] = PrivateAttr(default_factory=list)
 

@@ -3,7 +3,10 @@
 - docs/seeds.md: the whole file (lab/results/atlas.py, from docs/seeds.toml and results/reference/);
 - README.md and docs/results.md: the blocks between `<!-- generated: NAME -->` and `<!-- end generated: NAME -->`
   (lab/results/blocks.py), the rest of those files written by hand;
-- docs/explain.md: its worked examples' blocks `<!-- generated from SRC -->` (lab/explain/example.py).
+- docs/explain.md: its worked examples' blocks `<!-- generated from SRC -->` (lab/explain/example.py);
+- results/reference/PRESET/summary.md of every sweep folder (what `quiclab report` writes there): their statistics
+  depend on more than their own runs.csv (the Reno check's threshold comes from validate-reno), so a re-run of one
+  folder can change another's.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from lab import config
 from lab.errors import UsageError
 from lab.explain import example
 from lab.results import atlas, blocks
+from lab.results.report import load_sweep, summary_text
 
 _BLOCK = re.compile(r"(<!-- generated: ([a-z0-9-]+) -->\n)(.*?)(<!-- end generated: \2 -->)", re.DOTALL)
 
@@ -41,6 +45,10 @@ def outputs(root: Path = config.ROOT) -> dict[Path, str]:
         out[path] = fill_blocks(path.read_text(encoding="utf-8"), lambda name: blocks.render(name, reference), path)
     explain_md = root / "docs" / "explain.md"
     out[explain_md] = example.fill(explain_md.read_text(encoding="utf-8"), root)
+    for folder in sorted(p for p in reference.iterdir() if (p / "summary.md").is_file()):
+        records, manifest = load_sweep(folder)
+        if folder.name == manifest.get("preset"):  # a sweep folder (benchmark folders have their own reports)
+            out[folder / "summary.md"] = summary_text(records, manifest, (folder / "workloads.md").is_file())
     return out
 
 

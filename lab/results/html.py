@@ -113,7 +113,7 @@ def _cc_section(records: Sequence[RunRecord], checks: Sequence[cc_check.Check]) 
     if senders is not None:
         parts.append(html_table(senders))
     if checks:
-        parts += ["<h3>Claims vs the Reno model</h3>", f'<p class="note">{escape(cc_check.NOTE)}</p>',
+        parts += ["<h3>Claims vs the Reno model</h3>", f'<p class="note">{escape(cc_check.note())}</p>',
                   html_table(cc_check.table(checks))]
     figs = cc_check.figures(records)
     if figs:

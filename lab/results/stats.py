@@ -3,14 +3,15 @@
 Definitions (docs/results.md "How to read the statistics" states them for readers; the reports' notes repeat them):
 - A *result* is a run with status "ok" and a measured time (completed), or a run with status "failed" or
   "timeout": a transfer that did not deliver the verified object within its timeout, counted as right-censored at
-  `timeout_s` (its time is known only to be above the timeout, its goodput below size*8/timeout). Every other run
+  its own end (`total_s`, when it failed or timed out; `timeout_s` when that is unknown): its time is known only to
+  be above that, its goodput below size*8/that. Every other run
   ("unsupported": never ran; "interrupted": legacy rows; "ok" without a time; a lab failure older versions
   recorded as a failed run) is not a result: it is excluded and counted per reason (`exclusion_reason`), never
   dropped silently. Which rows are results at all is the folder's one rule (lab.results.folder.is_result).
 - Worst rank: a censored time ranks above every completed time, a censored goodput below every completed goodput.
   A median, quartile or CI end that falls on a censored value is reported as the bound it has (Est.bound ">"
   or "<"), never as a number.
-- Runs without `timeout_s` (runs.csv written before the column existed) are censored at the largest completed
+- Runs without either (runs.csv written before `timeout_s` existed) are censored at the largest completed
   transfer time of their group (every completed run of a group finished within the group's one timeout, so the
   bound holds); with no completed run in the group the bound is unknown (Est.value None).
 - Median and quartiles interpolate linearly between order statistics (numpy's default percentile rule).
@@ -273,7 +274,7 @@ def describe(values: Sequence[float | Obs]) -> Dist | None:
 
 
 def is_censored(r: RunRecord) -> bool:
-    """A failed or timed-out run that is a result (lab.results.folder.is_result): right-censored at its timeout."""
+    """A failed or timed-out run that is a result (lab.results.folder.is_result): right-censored at its own end."""
     return r.status in CENSORED_STATUSES and is_result(r)
 
 
@@ -355,14 +356,23 @@ def fallback_timeout(rs: Sequence[RunRecord]) -> float | None:
     return max(done) if done else None
 
 
+def censored_at(r: RunRecord, fallback: float | None) -> float | None:
+    """Where a censored run's time is censored: its own end (total_s: when it failed or timed out; a run that
+    aborted at 65.9 s of a 150 s timeout is known only to need more than 65.9 s), else its timeout, else
+    `fallback` (the group's largest completed time, for rows written before timeout_s existed)."""
+    if r.total_s is not None and r.total_s > 0:
+        return r.total_s
+    return r.timeout_s if r.timeout_s else fallback
+
+
 def run_obs(r: RunRecord, fallback: float | None) -> RunObs:
-    """A result run's observations (exclusion_reason(r) must be None): exact when completed, censored at its
-    timeout (or `fallback`) when not: time above the timeout, goodput below size*8/timeout."""
+    """A result run's observations (exclusion_reason(r) must be None): exact when completed, censored at its own
+    end (censored_at) when not: time above that, goodput below size*8/that."""
     if not is_censored(r):
         if r.total_s is None or r.goodput_bps is None:
             raise ValueError(f"run {r.run_key} is not a result ({NO_TIMING})")
         return RunObs(Obs(r.total_s), Obs(r.goodput_bps), r.seed)
-    t = r.timeout_s if r.timeout_s else fallback
+    t = censored_at(r, fallback)
     return RunObs(Obs(t, 1), Obs(r.size_bytes * 8 / t if t else None, -1), r.seed)
 
 

@@ -5,19 +5,17 @@ The table builders return (columns, rows) of plain strings so the HTML report an
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from lab.results.fmt import EN, NA, fmt_ci, fmt_est, fmt_level, sig3
 from lab.results.folder import Manifest, as_doc
 from lab.results.schema import RunRecord
 
 if TYPE_CHECKING:
     from lab.results import cc_check
 from lab.results.stats import (
-    CI,
     Dist,
-    Est,
     GroupStats,
     PairedRatio,
     RatioStats,
@@ -38,54 +36,23 @@ EXCLUSION_RULE = ("Statistics exclude runs that are not results: status unsuppor
                   "count as not completed within their timeout (censored), listed under \"Runs that did not "
                   "complete\".")
 CENSORING_RULE = ("A failed or timed-out run did not deliver the verified object within its timeout (timeout_s): "
-                  "it counts in n, censored: its time ranks above every completed time, its goodput below every "
-                  "completed goodput.")
+                  "it counts in n, censored at its own end (total_s: when it failed or timed out): its time ranks "
+                  "above every completed time, its goodput below every completed goodput.")
 CI_NOTE = ("n = results (completed + censored runs). Median and IQR interpolate linearly. CI: the distribution-free "
            "order-statistic interval of the median [x(k), x(n\u2212k+1)], with the narrowest k whose exact binomial "
            "coverage is \u2265 95 %; below n = 6 no such pair exists and the CI is the range [min, max] at the level "
            "it has (93.8 % at n = 5, 87.5 % at 4, 75 % at 3, 50 % at 2); none below n = 2. \"CI level\" is the "
-           "coverage each row's CI actually has. Failed and timed-out runs are censored at their timeout: a censored "
-           "time ranks above every completed time, a censored goodput below every completed one; a median, quartile "
-           "or CI end that falls on one shows as the bound it has: \">t\" (time), \"<g\" (goodput).")
+           "coverage each row's CI actually has. Failed and timed-out runs are censored at their own end (when they "
+           "failed or timed out): a censored time ranks above every completed time, a censored goodput below every "
+           "completed one; a median, quartile or CI end that falls on one shows as the bound it has: \">t\" "
+           "(time), \"<g\" (goodput).")
 RATIO_NOTE = ("Ratio = the median of the per-pair ratios HTTP/3 \u00f7 TCP, a pair being the same point, client, "
               "server and repeat (the same link seed), with the order-statistic CI of that median and its level (same "
               "rule as above). Time ratio < 1 and goodput ratio > 1 mean HTTP/3 was faster. A pair with one side "
               "censored has a ratio known only as a bound and ranks beyond every pair that both completed (time ratio "
               "\">r\" when HTTP/3 did not complete, \"<r\" when TCP did not); a pair with both sides censored is "
               "indeterminate and excluded, as is a repeat with a result on one side only (unpaired); both counted.")
-NA = "-"  # a missing value
 UNSUPPORTED = "unsupported"  # a client/server/protocol combination the registry rules out (never run)
-EN = "\u2013"  # en dash between the ends of a range
-
-
-def sig3(v: float | None) -> str:
-    """Three significant digits without exponent notation: 18.6, 0.0123, 4.30, 1234."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return NA
-    if v == 0 or math.isinf(v):
-        return f"{v:g}"
-    decimals = max(0, 2 - math.floor(math.log10(abs(v))))
-    return f"{v:.{decimals}f}"
-
-
-def fmt_est(e: Est | None, scale: float = 1.0) -> str:
-    """An estimate, or the bound censoring leaves of it: "18.6", ">120" (above 120), "<0.667", ">?" (bound unknown),
-    "?" (not determinable)."""
-    if e is None:
-        return NA
-    if e.bound == "?":
-        return "?"
-    shown = "?" if e.value is None else sig3(e.value * scale)
-    return f"{e.bound}{shown}"
-
-
-def fmt_ci(ci: CI | None, scale: float = 1.0) -> str:
-    return f"{fmt_est(ci.lo, scale)}{EN}{fmt_est(ci.hi, scale)}" if ci else NA
-
-
-def fmt_level(ci: CI | None) -> str:
-    """The coverage a CI actually has: "93.8 %", "96.9 %"."""
-    return f"{ci.level * 100:.1f} %" if ci else NA
 
 
 def fmt_counts(total: int, parts: dict[str, int]) -> str:
@@ -266,7 +233,7 @@ def cc_markdown(records: Sequence[RunRecord], checks: Sequence[cc_check.Check] |
     if senders is not None:
         parts += [md_table(senders), ""]
     if checks:
-        parts += ["### Claims vs the Reno model", "", cc_check.NOTE, "", md_table(cc_check.table(checks)), ""]
+        parts += ["### Claims vs the Reno model", "", cc_check.note(), "", md_table(cc_check.table(checks)), ""]
     figs = cc_check.figures(records)
     if figs:
         parts += [f"Loss-response figures: {len(figs)} (evidence/<run>/loss-response.png, linked from report.html).",

@@ -9,10 +9,11 @@ Metrics (per point and method present in both sweeps):
 - `ttfb`: the median time to the first byte.
 
 Samples are the *results* of lab/results/stats.py and nothing else: completed runs, and failed or timed-out runs
-right-censored at their timeout (worst rank: a censored time ranks above every completed one, a censored goodput
-below); excluded runs are counted, never silently dropped. A TTFB is exact when the run recorded one (a run that
-failed after its first byte still has it); a censored run without one is censored at its timeout the same way; a
-completed run without a TTFB is counted as missing for that metric.
+right-censored at their own end (stats.censored_at: when they failed or timed out; worst rank: a censored time
+ranks above every completed one, a censored goodput below); excluded runs are counted, never silently dropped. A
+TTFB is exact when the run recorded one (a run that failed after its first byte still has it); a censored run
+without one is censored at its own end the same way; a completed run without a TTFB is counted as missing for
+that metric.
 
 Equivalence is a TOST on the log ratio: with margin m, the (1 - 2*alpha) CI of log(B/A) must lie inside
 +-log(1 + m), i.e. the ratio B/A inside (1/(1+m), 1+m): a symmetric margin on the log scale, so A vs B and B vs A
@@ -64,6 +65,7 @@ from lab.results.stats import (
     Bound,
     Est,
     Obs,
+    censored_at,
     exclusion_reason,
     fallback_timeout,
     group_records,
@@ -620,7 +622,7 @@ def group_samples(rs: Sequence[RunRecord]) -> Samples:
         if r.ttfb_s is not None:
             ttfb.append(Obs(r.ttfb_s))
         elif is_censored(r):
-            ttfb.append(Obs(r.timeout_s or fb, 1))
+            ttfb.append(Obs(censored_at(r, fb), 1))
             censored_ttfb += 1
         else:
             missing += 1

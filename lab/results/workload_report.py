@@ -49,7 +49,7 @@ def _median(values: Sequence[float | int | None]) -> str:
 
 def page_table(records: Sequence[RunRecord], objs: dict[str, list[ObjectRow]]) -> tuple[list[str], list[list[str]]]:
     """Per point and method: the page time as the standard statistics see it (lab/results/stats.py: failed and
-    timed-out runs are censored at their timeout), object completion percentiles, connections, handshakes."""
+    timed-out runs are censored at their own end), object completion percentiles, connections, handshakes."""
     cols = ["parameter", "method", "n ok/all", "page time s median [IQR] (CI of the median, level)",
             "object done s p50", "object done s p95", "connections", "handshakes", "resumed", "0-RTT accepted"]
     stats = {(g.point, g.client, g.server, g.protocol): g for g in summarize(records)}

@@ -3,6 +3,7 @@ self-check (measured RTT and rate against the configured link)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
@@ -140,14 +141,66 @@ def host() -> dict[str, Any]:
             "sysctls": {k: _sysctl(k) for k in UDP_BUFFER_SYSCTLS}}
 
 
-def git() -> dict[str, Any]:
-    def run(*args: str) -> str:
+#: What a sweep's folder keeps of uncommitted source changes (beside manifest.json; results/ is not source).
+SOURCE_DIFF = "source.diff"
+#: Paths whose uncommitted changes do not make a tree "dirty": measurements, not code.
+NOT_SOURCE = ("results",)
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=config.ROOT, capture_output=True, text=True,
+                              timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def source_changes() -> list[str]:
+    """`git status --porcelain` lines of uncommitted changes to the project's source (anything but results/)."""
+    excludes = [f":(exclude){p}" for p in NOT_SOURCE]
+    return [line for line in _git("status", "--porcelain", "--", ".", *excludes).splitlines() if line.strip()]
+
+
+def source_diff() -> str:
+    """The full uncommitted change of the source against HEAD: tracked files' diff plus every untracked file
+    (not ignored) as a new-file diff, so the tree a folder was made from can be rebuilt from its commit."""
+    excludes = [f":(exclude){p}" for p in NOT_SOURCE]
+    out = [_git("diff", "--binary", "HEAD", "--", ".", *excludes)]
+    for path in _git("ls-files", "--others", "--exclude-standard", "-z", "--", ".", *excludes).split("\0"):
+        if path:
+            out.append(_git("diff", "--binary", "--no-index", "/dev/null", path))
+    return "".join(out)
+
+
+def git(folder: Path | None = None, diff_name: str = SOURCE_DIFF) -> dict[str, Any]:
+    """The project's commit, and whether its source had uncommitted changes; with `folder`, a dirty tree's whole
+    diff is kept there as source.diff (named in the result with its SHA-256) so no folder is from unknown code."""
+    commit = _git("rev-parse", "HEAD").strip() or "unknown"
+    dirty = bool(source_changes())
+    out: dict[str, Any] = {"commit": commit, "dirty": dirty}
+    if dirty and folder is not None:
+        diff = source_diff()
+        (folder / diff_name).write_text(diff)
+        out["diff"] = diff_name
+        out["diff_sha256"] = hashlib.sha256(diff.encode()).hexdigest()
+    return out
+
+
+def images(names: list[str]) -> dict[str, dict[str, str]]:
+    """The image of every container a sweep uses on this lab (the router and the implementations' containers):
+    per container the image ID it runs and the name it was created from, read from Docker now (never cached)."""
+    reg = registry()
+    containers = [config.ROUTER_CONTAINER, *dict.fromkeys(reg.implementations[n].container for n in names)]
+    out: dict[str, dict[str, str]] = {}
+    for name in dict.fromkeys(containers):
         try:
-            return subprocess.run(["git", *args], cwd=config.ROOT, capture_output=True, text=True,
-                                  timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-    return {"commit": run("rev-parse", "HEAD") or "unknown", "dirty": bool(run("status", "--porcelain"))}
+            c = docker.inspect_one(name)
+        except docker.DockerError as e:
+            why = (e.stderr or str(e)).strip()[:120]
+            out[config.INSTANCE.service(name)] = {"id": "unknown", "name": "", "error": why}
+            continue
+        out[config.INSTANCE.service(name)] = {"id": c.image, "name": c.config_image}
+    return out
 
 
 def self_check(link: Link, backend: str) -> dict[str, Any]:

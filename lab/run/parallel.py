@@ -390,7 +390,7 @@ def start(s: Scenario, preset: str | None, results_dir: Path, n: int | None, hos
     lab.ensure_available(s.clients, s.servers)
     numbers = pick_labs(count)
     folder = store.new_folder(results_dir, s.name)
-    manifest = session.new_manifest(s, preset, len(every))
+    manifest = session.new_manifest(s, preset, len(every), folder)
     manifest.update(shard.manifest_fields(s, every, None))
     manifest.update(status="starting", host_guard=host_guard,
                     parallel={"labs": count, "instances": numbers, "auto": n is None})
@@ -422,7 +422,7 @@ def resume(folder: Path) -> tuple[Path, bool]:
     manifest["parallel"]["instances"] = pick_labs(count)
     manifest.update(status="running")
     manifest.pop("stopped_by", None)
-    manifest.setdefault("resumed_at", []).append(session.now())
+    session.note_resume(folder, manifest)
     terminal.info(f"resuming {s.name}: {len(kept)} runs done, {len(todo)} to go, over {count} labs")
     return folder, _interruptible(folder, lambda: _run(folder, s, manifest, todo, len(kept)))
 

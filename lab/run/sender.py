@@ -22,7 +22,14 @@ from dataclasses import dataclass, field
 from lab import agent, docker
 from lab.endpoints import instances
 from lab.endpoints.registry import Implementation
-from lab.endpoints.sender_cc import NATIVE, SenderPlan
+from lab.endpoints.sender_cc import (  # runs.csv cc_sender_source values
+    NATIVE,
+    SOURCE_CLAIM,
+    SOURCE_CMDLINE,
+    SOURCE_DEFAULT,
+    SOURCE_NETNS,
+    SenderPlan,
+)
 from lab.errors import EnvironmentProblem
 from lab.link import router
 
@@ -32,11 +39,6 @@ _AVAILABLE = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 HELPER_TIMEOUT_S = 30.0
 _CC_FLAG = re.compile(r"(?:^|\s)--cc[= ](\S+)")
 
-# runs.csv cc_sender_source values
-SOURCE_NETNS = "netns sysctl (read back after the run)"
-SOURCE_CMDLINE = "process command line (--cc of the listener the client used)"
-SOURCE_DEFAULT = "server default (its listener has no --cc; registry quic_cc.default)"
-SOURCE_CLAIM = "registry claim (fixed in the stack; not observable)"
 
 
 @dataclass(frozen=True)

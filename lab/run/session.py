@@ -33,15 +33,23 @@ def now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def new_manifest(s: Scenario, preset: str | None, planned: int) -> dict[str, Any]:
+def new_manifest(s: Scenario, preset: str | None, planned: int, folder: Path) -> dict[str, Any]:
     pts = points(s)
     return {
         "name": s.name, "preset": preset, "scenario": s.model_dump(), "seed": s.seed, "repeats": s.repeats,
         "planned_runs": planned, "points": [{"index": p.index, "label": p.label, "size_bytes": p.size}
                                             for p in pts],
         "x_name": pts[0].x_name if pts else "point", "log_y": s.log_y, "shaper_requested": s.shaper,
-        "started_at": now(), "status": "running", "git": environment.git(), "host": environment.host(),
+        "started_at": now(), "status": "running", "git": environment.git(folder), "host": environment.host(),
     }
+
+
+def note_resume(folder: Path, manifest: dict[str, Any]) -> None:
+    """A resume's time and the code that continues the sweep (a resume from another commit or a dirty tree is on
+    record, its diff kept beside the manifest)."""
+    manifest.setdefault("resumed_at", []).append(now())
+    manifest.setdefault("resumed_git", []).append(
+        environment.git(folder, diff_name=f"source-resume-{len(manifest['resumed_at'])}.diff"))
 
 
 def cc_by_implementation(manifest: dict[str, Any]) -> dict[str, dict[str, str | None]]:
@@ -192,7 +200,7 @@ def _start(s: Scenario, preset: str | None, results_dir: Path, part: shard.Shard
     every = plan(s)
     runs = part.select(every) if part else every
     folder = store.new_folder(results_dir, shard.folder_name(s.name, part))
-    manifest = new_manifest(s, preset, len(runs))
+    manifest = new_manifest(s, preset, len(runs), folder)
     manifest.update(shard.manifest_fields(s, every, part))
     manifest["status"], manifest["host_guard"] = "starting", host_guard
     store.write_manifest(folder, manifest)  # a sweep folder from the start: resumable
@@ -248,6 +256,7 @@ def environment_facts(s: Scenario) -> dict[str, Any]:
         facts["base_path"] = calibrate.manifest_facts()  # what the link subtracts for the lab's own path
         facts["shaper"], facts["shaper_reason"] = choice.backend, choice.reason
         facts["link_forwarding"] = forwarding
+        facts["images"] = environment.images(impls)  # read now, never from the startup cache
         if provenance["reused"]:
             terminal.info(f"versions and shaper self-check: unchanged lab, reusing those measured at "
                           f"{provenance['measured_at']}")
@@ -275,7 +284,7 @@ def _resume(folder: Path) -> tuple[Path, bool]:
     terminal.info(f"resuming {s.name}: {len(kept)} runs done, {len(todo)} to go")
     manifest["status"] = "running"
     manifest.pop("stopped_by", None)
-    manifest.setdefault("resumed_at", []).append(now())
+    note_resume(folder, manifest)
     store.write_manifest(folder, manifest)
     if "versions" not in manifest or "shaper" not in manifest:  # interrupted before they were recorded
         _record_environment(folder, s, manifest)

@@ -130,7 +130,7 @@ def test_a_dict_is_checked_when_written(tmp_path):
         read_manifest(f).update(status=3)
 
 
-def test_what_a_sweep_writes_is_a_valid_manifest():
+def test_what_a_sweep_writes_is_a_valid_manifest(tmp_path):
     from lab.plan import shard
     from lab.plan.checks import validate
     from lab.plan.plan import plan
@@ -138,10 +138,12 @@ def test_what_a_sweep_writes_is_a_valid_manifest():
 
     s = validate({"name": "t", "repeats": 2, "sweep": {"loss": ["0%", "1%"]}}, "t")
     every = plan(s)
-    doc = session.new_manifest(s, None, len(every))
+    doc = session.new_manifest(s, None, len(every), tmp_path)
     doc.update(shard.manifest_fields(s, every, shard.ShardSpec(1, 2)))
     doc.update(status="complete", finished_at=session.now(), completed_runs=3, wall_s=1.5, resumed_at=[session.now()],
-               parallel={"labs": 2, "instances": [1, 2], "auto": False}, stopped_by="x", teardown_problems=["y"])
+               parallel={"labs": 2, "instances": [1, 2], "auto": False}, stopped_by="x", teardown_problems=["y"],
+               images={"router": {"id": "sha256:0", "name": "quiclab/router"}},
+               resumed_git=[{"commit": "0" * 40, "dirty": False}])
     m = fmt.as_manifest(doc)
     assert m.doc() == json.loads(fmt.json_text(doc)) and m.shard and m.shard["index"] == 1
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from lab.endpoints.sender_cc import SOURCE_CLAIM, SOURCE_NETNS
 from lab.evidence.loss_response import TSHARK_FIELDS, qlog_response, tcp_response, tshark_quic_response
 from lab.evidence.pcap import PROTO_TCP, Packet
 from lab.link.counters import Counters, parse_linkem
@@ -158,54 +159,95 @@ def test_the_mathis_prediction_uses_the_runs_observed_loss_and_segment_size() ->
     assert cc_check.predict(record(loss_pct=0.0, link_down_loss_drops=0)) is None  # no loss, no prediction
 
 
-def test_a_reno_claim_far_above_the_model_is_flagged_and_one_near_it_is_not() -> None:
-    model = cc_check.predict(record())
+def honest(ratios: list[float], point: int = 0, **kw: object) -> list[RunRecord]:
+    """Reno runs read back from the namespace whose goodput is `ratios` x the model."""
+    model = cc_check.predict(record(point=point))
     assert model is not None
-    near = [record(repeat=i, goodput_bps=model.goodput_bps * f) for i, f in enumerate((0.9, 1.0, 1.1))]
-    far = [record(repeat=i, point=1, server="nginx", protocol="h3", cc_sender="newreno (nginx QUIC, fixed)",
-                  goodput_bps=model.goodput_bps * 5, wire_down_bytes=1500 * 980 - 24 * 980) for i in range(3)]
-    cubic = [record(repeat=i, point=2, cc_sender="cubic", goodput_bps=model.goodput_bps * 5) for i in range(3)]
-    checks = {c.point_label + c.cc_sender: c for c in cc_check.checks([*near, *far, *cubic])}
-    assert len(checks) == 3
-    ok = checks["loss=2%reno"]
-    assert ok.verdict == "consistent with Reno" and ok.ratio == pytest.approx(1.0) and ok.n == 3
-    assert ok.ratio_ci is not None and ok.ratio_ci[0] <= 1.0 <= ok.ratio_ci[1]
-    bad = checks["loss=2%newreno (nginx QUIC, fixed)"]
-    assert bad.verdict.startswith("REFUTED") and bad.ratio > cc_check.REFUTED_ABOVE
-    assert checks["loss=2%cubic"].verdict == "not Reno (model for reference)"
+    base: dict[str, object] = dict(point=point, point_label=f"p{point}", cc_sender_source=SOURCE_NETNS)
+    base.update(kw)
+    return [record(repeat=i, goodput_bps=model.goodput_bps * f, **base) for i, f in enumerate(ratios)]  # type: ignore[arg-type]
+
+
+def threshold(value: float) -> cc_check.Threshold:
+    return cc_check.Threshold(value=value, honest_max=value / cc_check.MARGIN, at="p0", groups=1, runs=5, flagged=0,
+                              run_min=0.5, run_max=1.5, source="validate-reno")
+
+
+def test_the_threshold_is_twice_the_highest_honest_median_of_the_folder_and_nothing_else() -> None:
+    """Derived from the runs, not typed: host-bound runs and senders not read back (a registry claim) stay out."""
+    runs = honest([0.9, 1.0, 1.1]) + honest([1.3, 1.5, 1.7], point=1)
+    runs += honest([3.0, 3.0, 3.0], point=2, host_bound="host CPUs 100% busy")  # the host held the flow
+    runs += honest([9.0, 9.0, 9.0], point=3, server="nginx", protocol="h3", cc_sender="newreno (nginx QUIC, fixed)",
+                   cc_sender_source=SOURCE_CLAIM)  # the claim under test, not an honest sender
+    t = cc_check.derive_threshold(runs, "validate-reno")
+    assert t is not None
+    assert t.honest_max == pytest.approx(1.5) and t.value == pytest.approx(cc_check.MARGIN * 1.5)
+    assert (t.groups, t.runs, t.flagged, t.at) == (2, 6, 3, "p1 HTTP/1.1 curl→nginx")
+    assert (t.run_min, t.run_max) == (pytest.approx(0.9), pytest.approx(1.7))
+    assert cc_check.derive_threshold(runs[6:], "x") is None  # nothing honest left: no threshold
+    assert "3.00x" in cc_check.note(t) and "1.50" in cc_check.note(t)
+    assert "No Reno/NewReno claim is judged" in cc_check.note(None)
+
+
+def test_a_reno_claim_is_refuted_only_when_its_whole_ci_lies_above_the_threshold() -> None:
+    t = threshold(2.5)
+    near = honest([0.9, 1.0, 1.1])
+    far = honest([5.0, 5.0, 5.0, 5.0, 5.0], point=1)
+    mixed = honest([0.5, 5.0, 5.0, 5.0, 5.0], point=2)  # median 5.0, but the n=5 CI (the range) reaches 0.5
+    cubic = honest([5.0] * 3, point=3, cc_sender="cubic")
+    checks = {c.point_label: c for c in cc_check.checks([*near, *far, *mixed, *cubic], t)}
+    assert checks["p0"].verdict == "consistent with Reno" and checks["p0"].ratio == pytest.approx(1.0)
+    assert checks["p1"].verdict.startswith("REFUTED") and checks["p1"].ratio_ci is not None
+    assert checks["p2"].ratio == pytest.approx(5.0) and not checks["p2"].verdict.startswith("REFUTED")
+    assert "not refuted" in checks["p2"].verdict
+    assert checks["p3"].verdict == "not Reno (model for reference)"
+    assert all(c.verdict.startswith("not judged") for c in cc_check.checks(far, None))  # no reference folder
     cols, rows = cc_check.table(list(checks.values()))
-    assert len(rows) == 3 and len(cols) == len(rows[0])
+    assert len(rows) == 4 and len(cols) == len(rows[0])
 
 
 def test_a_point_where_the_link_rate_binds_is_not_judged() -> None:
     # 0.1 % loss on 40 ms: Mathis ~11 Mbit/s > half of 5 Mbit/s: the link's rate, not loss, limits the flow
     r = record(link_down_loss_drops=1, rate_bps=5e6, goodput_bps=4.5e6)
-    (check,) = cc_check.checks([r])
+    (check,) = cc_check.checks([r], threshold(2.5))
     assert check.rate_limited and check.verdict == "rate-limited (not judged)"
 
 
-def test_failed_and_timed_out_runs_count_censored_like_in_every_other_figure() -> None:
-    """Issue 26 point 4: a run that did not complete is a result, its goodput known only to lie below size/timeout;
-    a run that never ran (unsupported) is none."""
-    assert cc_check.checks([record(status="unsupported")]) == []
-    assert cc_check.checks([replace(record(), goodput_bps=None)]) == []
+def test_failed_and_timed_out_runs_count_censored_in_every_column() -> None:
+    """A run that did not complete is a result, its goodput known only to lie below size / its own end; it enters
+    the ratio, its CI and the goodput column alike, each printed as the bound it is; a run that never ran
+    (unsupported) is none."""
+    t = threshold(2.5)
+    assert cc_check.checks([record(status="unsupported")], t) == []
+    assert cc_check.checks([replace(record(), goodput_bps=None)], t) == []
     model = cc_check.predict(record())
     assert model is not None
-    slow = record(repeat=2, status="timeout", goodput_bps=None, timeout_s=60.0, size_bytes=10_000_000)
+    slow = record(repeat=2, status="timeout", goodput_bps=None, total_s=60.0, timeout_s=60.0, size_bytes=10_000_000)
     (c,) = cc_check.checks([record(repeat=0, goodput_bps=model.goodput_bps * 0.9),
-                            record(repeat=1, goodput_bps=model.goodput_bps * 1.0), slow])
+                            record(repeat=1, goodput_bps=model.goodput_bps * 1.0), slow], t)
     assert (c.n, c.censored) == (3, 1) and c.ratio == pytest.approx(0.9) and c.ratio_bound == ""  # worst rank
-    # most runs censored: the median is a bound below, and a bound below never refutes a Reno claim
-    fast = [record(repeat=i, goodput_bps=model.goodput_bps * 5) for i in (0,)]
+    row = cc_check.table([c])[1][0]
+    assert row[8].startswith("<") and row[8] == f"<{10_000_000 * 8 / 60 / model.goodput_bps:.2f}\u20131.00"
+    # most runs censored: median, goodput and CI are bounds below, and a bound below never refutes a Reno claim
+    fast = [record(repeat=0, goodput_bps=model.goodput_bps * 5)]
     timeouts = [replace(slow, repeat=i) for i in (1, 2)]
-    (c,) = cc_check.checks([*fast, *timeouts])
+    (c,) = cc_check.checks([*fast, *timeouts], t)
     assert c.ratio_bound == "<" and c.verdict == "consistent with Reno" and c.censored == 2
-    assert cc_check.table([c])[1][0][3] == "3 (2)" and cc_check.table([c])[1][0][7].startswith("<")
+    row = cc_check.table([c])[1][0]
+    assert row[3] == "3 (2)" and row[7].startswith("<")
+    assert row[6] == "<1.33"  # 10 MB / 60 s; goodput: the censored median's bound, not the ok run's
 
 
-def test_the_refuted_threshold_has_a_stated_margin_above_honest_reno_senders() -> None:
-    assert cc_check.HONEST_MEDIAN_MAX * cc_check.MARGIN == cc_check.REFUTED_ABOVE
-    assert cc_check.MARGIN >= 2 and f"{cc_check.REFUTED_ABOVE:g}x" in cc_check.NOTE
+def test_an_aborted_run_is_censored_at_its_own_end_in_the_claim_check() -> None:
+    """connectify-cc: nginx's QUIC run aborted after 65.9 s of a 150 s timeout; its goodput is below
+    size / 65.9 s, not below size / 150 s."""
+    model = cc_check.predict(record())
+    assert model is not None
+    ok = [record(repeat=i, goodput_bps=model.goodput_bps * f) for i, f in enumerate((1.0, 1.1, 1.2, 1.3))]
+    aborted = record(repeat=4, status="failed", goodput_bps=None, total_s=65.9, timeout_s=150.0)
+    (c,) = cc_check.checks([*ok, aborted], threshold(2.5))
+    assert c.ratio_ci is not None
+    assert c.ratio_ci.lo.bound == "<" and c.ratio_ci.lo.value == pytest.approx(2_000_000 * 8 / 65.9 / model.goodput_bps)
 
 
 def test_other_traffic_on_the_link_during_a_run_is_told_apart() -> None:

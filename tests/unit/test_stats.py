@@ -181,6 +181,20 @@ def test_runs_without_timeout_are_censored_at_the_largest_completed_time():
     assert fmt_est(g.goodput_bps.median) == "<?"
 
 
+def test_an_aborted_run_is_censored_at_its_own_end_not_the_timeout():
+    """connectify-cc's nginx QUIC run aborted after 65.9 s of a 150 s timeout: known only to need > 65.9 s."""
+    from dataclasses import replace
+
+    recs = [make_record(repeat=i, total_s=t, timeout_s=150.0) for i, t in enumerate([4.0, 5.0, 6.0, 7.0])]
+    recs.append(replace(make_record(repeat=4, status="failed", failure="exit 56", timeout_s=150.0), total_s=65.9))
+    g = summarize(recs)[0]
+    assert g.total_s.ci.hi == Est(65.9, ">") and fmt_ci(g.total_s.ci) == "4.00\u2013>65.9"
+    assert g.goodput_bps.ci.lo == Est(SIZE * 8 / 65.9, "<")
+    [r] = ratios(recs + [replace(x, protocol="h1") for x in recs[:4]] +
+                 [make_record(repeat=4, protocol="h1", total_s=5.0, timeout_s=150.0)], denominators=("h1",))
+    assert r.time_ci.hi == Est(65.9 / 5.0, ">")  # the pair's ratio bound uses the run's own end too
+
+
 def test_non_results_excluded_and_counted():
     r = make_record(repeat=1)
     r.total_s = None
