@@ -1,6 +1,6 @@
 // quiclab-quicgo: quic-go's own HTTP/3 server and client (github.com/quic-go/quic-go/http3), nothing more.
 //
-//	quiclab-quicgo server    serves /srv/www (the lab's objects under /obj/) over HTTP/3 on ${PORT:-443}/udp with
+//	quiclab-quicgo server    serves /srv/www/obj (the lab's objects under /obj/) over HTTP/3 on ${PORT:-443}/udp with
 //	                         /pki/quic-go/{cert,key}.pem; /healthz answers 204. QLOGDIR: one qlog per connection
 //	                         (quic-go's qlog.DefaultConnectionTracer); SSLKEYLOGFILE: TLS secrets.
 //	quiclab-quicgo fetch     the endpoint contract (docs/implementations.md): PROTOCOL, URL (a space-separated
@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -92,15 +93,30 @@ func server() error {
 	if err != nil {
 		return err
 	}
-	files := http.FileServer(http.Dir(root))
+	files := http.Dir(root)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	// files as they are, by their path: no directory listing and no index.html redirect (http.FileServer's), the
+	// content type as nginx's types: html for the workloads' test pages (index.html), everything else octet-stream
 	mux.Handle("/obj/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, err := files.Open(path.Clean(r.URL.Path))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		defer f.Close()
+		info, err := f.Stat()
+		if err != nil || info.IsDir() {
+			http.NotFound(w, r)
+			return
+		}
 		w.Header().Set("Cache-Control", "no-store")
-		if !strings.HasSuffix(r.URL.Path, ".html") { // as nginx's types: html for the test pages, else octet-stream
+		if strings.HasSuffix(info.Name(), ".html") {
+			w.Header().Set("Content-Type", "text/html")
+		} else {
 			w.Header().Set("Content-Type", "application/octet-stream")
 		}
-		files.ServeHTTP(w, r)
+		http.ServeContent(w, r, info.Name(), info.ModTime(), f)
 	}))
 	srv := &http3.Server{
 		Addr:       ":" + port,

@@ -16,6 +16,8 @@ from lab.endpoints import get_client
 from lab.endpoints.registry import registry
 from lab.errors import UsageError
 from lab.protocols import Protocol
+from lab.results import objects_csv as objects_file
+from lab.results.schema import read_runs
 from lab.run import environment
 from lab.run.transfer import run_transfer
 from tests.lab.parts import require_part
@@ -170,3 +172,24 @@ def test_the_new_clients_fetch_n_objects_on_one_connection(clean_link, client, s
     assert [(t["size"], t["sha256"], t["status"]) for t in doc["transfers"]] == [
         (n, sha, 200) for n, sha in zip(sizes, expected, strict=True)]
     assert doc["curl"]["size_download"] == sum(sizes)
+
+
+def test_chromium_loads_a_page_from_each_new_server(clean_link, tmp_path):
+    """The page (index.html) must come as text/html and its objects as they are: chromium renders it and checks
+    every object by size and SHA-256 in the page, over HTTP/3 (quic-go's http.FileServer had redirected
+    .../index.html to .../ and served that as octet-stream, which chromium did not render)."""
+    require_part("browser")
+    started(["chromium"], ["haproxy", "aioquic", "quic-go"])
+    scenario = tmp_path / "stacks-browser.toml"
+    scenario.write_text('name = "stacks-browser"\nrepeats = 1\ntimeout = 120\nprotocols = ["h3"]\n'
+                        'clients = ["chromium"]\nservers = ["haproxy", "aioquic", "quic-go"]\n'
+                        'workload = "page:5x20kB"\n')
+    done = subprocess.run([sys.executable, "-m", "lab", "sweep", "--scenario", str(scenario), "--out",
+                           str(tmp_path / "results")], capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    folder = next(p for p in (tmp_path / "results").iterdir() if p.is_dir())
+    records = read_runs(folder / "runs.csv").records
+    assert sorted(r.server for r in records) == ["aioquic", "haproxy", "quic-go"]
+    assert all(r.status == "ok" and r.http_version == "3" for r in records), [(r.server, r.failure) for r in records]
+    objs = objects_file.read(folder, records)
+    assert all(len(objs[r.run_key]) == 5 and all(o.ok for o in objs[r.run_key]) for r in records)
