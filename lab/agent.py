@@ -168,7 +168,7 @@ def _agent(container: str) -> Agent | None:
     try:
         kind = docker.exec_in(container, ["sh", "-c", probe], timeout_s=10).strip()
     except docker.DockerError as e:
-        raise EnvironmentProblem(f"{container}: {(e.stderr or str(e)).strip()}") from None
+        raise EnvironmentProblem(f"{container}: {e.reason()}") from None
     if kind not in ("python", "sh"):
         _without.add(container)
         return None

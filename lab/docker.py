@@ -41,7 +41,7 @@ PROGRAM = "docker"
 class DockerError(EnvironmentProblem):
     """A docker command, or a command in a lab container, exited non-zero. Carries what python-on-whales'
     DockerException carried (`docker_command`, `return_code`, `stdout`, `stderr`: text or None) and the same
-    message, so a caller's `(e.stderr or str(e))` reads as before."""
+    message; `reason()` says what went wrong, the one way every message quotes it."""
 
     def __init__(self, command: Sequence[str], return_code: int, stdout: bytes | str | None = None,
                  stderr: bytes | str | None = None) -> None:
@@ -56,6 +56,10 @@ class DockerError(EnvironmentProblem):
         text += (f"The content of stderr is '{self.stderr}'\n" if self.stderr is not None
                  else "The content of stderr can be found above the stacktrace (it wasn't captured).")
         super().__init__(text)
+
+    def reason(self, limit: int = 300) -> str:
+        """What went wrong, on one line of at most `limit` characters: the command's stderr, else its exit code."""
+        return " ".join((self.stderr or "").split())[:limit] or f"exit code {self.return_code}"
 
     @classmethod
     def of(cls, e: DockerException) -> DockerError:

@@ -76,7 +76,7 @@ def states(names: tuple[str, ...] = LAB_CONTAINERS) -> list[ContainerState]:
                 result.append(ContainerState(name, c.status, docker.health(c)))
     except docker.DockerError as e:
         raise EnvironmentProblem(f"the lab's containers changed while being inspected (being recreated?): "
-                                 f"{' '.join((e.stderr or str(e)).split())[:200]}") from None
+                                 f"{e.reason(200)}") from None
     return result
 
 

@@ -59,12 +59,6 @@ class TransferResult(BaseModel):
     exit_code: int
     unsupported: bool = False  # the client or server cannot do this protocol (not run, or exit code 127)
     timed_out: bool = False  # the client gave up at its timeout (recorded as status "timeout")
-    evidence: list[str] = []  # captured files (--capture)
-    pcap_goodput_bps: float | None = None  # object bits over first..last server data packet (client-side pcap)
     # Datagrams dropped in the client container because a UDP socket's receive buffer was full during the
     # transfer: losses the endpoint made, not the link (None: the client does not report it).
     client_rcvbuf_drops: int | None = None
-    # The sender's (the server's) congestion control in force for the transfer, read back (lab/run/sender.py), and
-    # how it is known.
-    cc_sender: str = ""
-    cc_sender_source: str = ""

@@ -26,7 +26,7 @@ def ensure(size: int) -> str:
             digest = docker.exec_in(config.SERVER_CONTAINER, ["quiclab-object", str(size)]).strip()
         except docker.DockerError as e:
             raise EnvironmentProblem(f"could not prepare a {size}-byte object on the server: "
-                                     f"{(e.stderr or '').strip() or e}") from None
+                                     f"{e.reason()}") from None
         if len(digest) != 64:
             raise EnvironmentProblem(f"the server returned a malformed SHA-256 for the {size}-byte object: {digest!r}")
         _cache[size] = digest
@@ -41,7 +41,7 @@ def changed(size: int) -> str | None:
     try:
         now = docker.exec_in(config.SERVER_CONTAINER, ["cat", f"/srv/www/obj/{size}.sha256"]).strip()
     except docker.DockerError as e:
-        return f"cannot read the {size}-byte object's hash on the server: {(e.stderr or '').strip() or e}"
+        return f"cannot read the {size}-byte object's hash on the server: {e.reason()}"
     if now != _cache[size]:
         del _cache[size]
         return f"the {size}-byte object on the server changed under the sweep (its SHA-256 is now {now[:12]}…)"

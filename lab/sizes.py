@@ -12,7 +12,6 @@ _UNITS = {
     "kib": 2**10, "mib": 2**20, "gib": 2**30,
 }
 MAX_SIZE = 4 * 2**30
-STANDARD_SIZES = ("10kB", "100kB", "1MB", "10MB")
 _PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 _ALLOWED = "a byte count with an optional unit: B, kB, MB, GB (powers of 10) or KiB, MiB, GiB (powers of 2)"
 

@@ -57,7 +57,7 @@ def wait_healthy(name: str, within_s: float = HEALTHY_WITHIN_S) -> str | None:
         try:
             state = container_state(name)
         except docker.DockerError as e:
-            return f"{name}: {(e.stderr or str(e)).strip()[:200]}"
+            return f"{name}: {e.reason(200)}"
         status, paused, health = state
         if status == "running" and not paused and health in ("healthy", ""):
             return None
@@ -103,7 +103,7 @@ class Pause(Action):
                 docker.pause(self.container)
                 return
             except docker.DockerError as e:
-                why = (e.stderr or str(e)).strip()
+                why = e.reason()
                 if "unable to freeze" not in why or attempt == PAUSE_TRIES - 1:
                     raise FaultFailed(f"could not pause {self.container}: {why[:200]}") from None
                 time.sleep(0.1)
@@ -113,7 +113,7 @@ class Pause(Action):
             if container_state(self.container)[1]:
                 docker.unpause(self.container)
         except docker.DockerError as e:
-            raise FaultFailed(f"could not unpause {self.container}: {(e.stderr or str(e)).strip()[:200]}") from None
+            raise FaultFailed(f"could not unpause {self.container}: {e.reason(200)}") from None
 
     def verify(self) -> str | None:
         return wait_healthy(self.container)
@@ -129,7 +129,7 @@ class Kill(Action):
         try:
             docker.kill(self.container)
         except docker.DockerError as e:
-            raise FaultFailed(f"could not kill {self.container}: {(e.stderr or str(e)).strip()[:200]}") from None
+            raise FaultFailed(f"could not kill {self.container}: {e.reason(200)}") from None
 
     def undo(self) -> None:
         try:
@@ -145,7 +145,7 @@ class Kill(Action):
                 raise FaultFailed(f"{self.route_helper} failed after restarting {self.container}: "
                                   f"{(err or out).strip()[:200]}")
         except docker.DockerError as e:
-            raise FaultFailed(f"could not start {self.container} again: {(e.stderr or str(e)).strip()[:200]}") from None
+            raise FaultFailed(f"could not start {self.container} again: {e.reason(200)}") from None
         except docker.ExecTimeout:
             raise FaultFailed(f"{self.route_helper} did not finish within 60 s") from None
 

@@ -160,20 +160,6 @@ def parse_faults(value: str) -> tuple[Fault, ...]:
     return faults
 
 
-def faults_span_s(faults: tuple[Fault, ...]) -> float:
-    """When the last fault ends (0 without faults)."""
-    return max((f.end_s for f in faults), default=0.0)
-
-
-def check_within(faults: tuple[Fault, ...], timeout_s: float, where: str) -> None:
-    """The rule for "a fault after the end of the run": the run's end is not known before it runs, its timeout
-    is (the only upper bound); every fault must end by then."""
-    for f in faults:
-        if f.end_s > timeout_s:
-            raise UsageError(f"{where}: fault {f.text!r} ends at {f.end_s:g} s, after the run's timeout of "
-                             f"{timeout_s:g} s (every fault must end within the timeout; raise `timeout`)")
-
-
 @dataclass(frozen=True)
 class Flow:
     kind: FlowKind

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from lab.errors import EnvironmentProblem
 from lab.results import store
-from lab.results.verdict import judge_sweeps
+from lab.results.report import judge_sweeps
 from lab.run.reproduce import point_share
 
 PRESET = "parallel-check"

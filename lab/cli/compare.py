@@ -32,8 +32,9 @@ def verdict_title(m: Margins) -> str:
     level = (1 - 2 * m.alpha) * 100
     return (f"verdicts, B against A: equivalent = the {level:.3g} % CI of B/A inside \u00b1{m.median * 100:.3g} % "
             f"(medians), \u00b1{m.p95 * 100:.3g} % (p95), TTFB \u00b1max({m.ttfb_ms:g} ms, {m.median * 100:.3g} %) "
-            f"on the log scale; differs = rank test p < {m.alpha:g} and the CI wholly outside (docs/results.md "
-            "\"Do two sweeps agree?\")")
+            f"on the log scale; differs = the CI wholly outside (unpaired: and rank test p < {m.alpha:g}). Paired "
+            "where every run has its partner over the same repeat and link seed: the CI of the median per-pair "
+            "ratio (sign-based); else unpaired (Hodges-Lehmann) (docs/results.md \"Do two sweeps agree?\")")
 
 
 def register(app: typer.Typer) -> None:
@@ -91,6 +92,11 @@ def why_lines(j: Judgement) -> list[str]:
         if r.verdict == "inconclusive":
             groups.setdefault((r.label, r.reason), []).append(f"{r.point} {r.method}")
     lines = [f"inconclusive, {label}: {reason} ({', '.join(where)})" for (label, reason), where in groups.items()]
+    broken: dict[tuple[str, str], list[str]] = {}
+    for r in j.rows:
+        if r.design == "unpaired" and r.pairing.startswith("unpaired (pairing broken"):
+            broken.setdefault((r.label, r.pairing), []).append(f"{r.point} {r.method}")
+    lines += [f"{label}: {why}, judged unpaired ({', '.join(where)})" for (label, why), where in broken.items()]
     warned: dict[str, list[str]] = {}
     for r in j.rows:
         if r.too_few and r.verdict != "inconclusive":

@@ -11,7 +11,7 @@ from lab.errors import UsageError
 from lab.results.verdict import margins_from_options, verdict_table
 from lab.run import parallel as parallel_labs
 from lab.run import reproduce as repro
-from lab.run import session
+from lab.run import sweep
 
 
 def register(app: typer.Typer) -> None:
@@ -44,12 +44,7 @@ def register(app: typer.Typer) -> None:
         n = labs if parallel is not None else original.labs
         guard = original.manifest.host_guard or "flag"
         s = original.scenario
-        if (parallel is not None and labs is None) or n != 1:
-            new, complete = parallel_labs.start(s, original.preset, out, n, guard)
-        else:
-            new, complete = session.start(s, original.preset, out, None, guard)
-        if not complete:
-            raise session.SweepInterrupted(new)
+        new, _ = sweep.start(s, original.preset, out, labs=n, host_guard=guard)  # (None: --parallel auto)
         r = repro.judge(folder, new, margins)
         for line in r.differences:
             terminal.info(f"differs from the original: {line}")

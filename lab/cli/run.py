@@ -1,6 +1,11 @@
+"""`quiclab run`: one verified transfer per protocol over the link in force, as a one-point plan run by the sweep's
+runner (lab/run/runner.py one_attempt): the same support check, probes and columns as a sweep's runs.csv row."""
+
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -9,16 +14,17 @@ from rich.text import Text
 
 from lab import config, lab, lock, terminal
 from lab.endpoints import check_server, get_client
-from lab.endpoints.base import ClientAdapter
-from lab.endpoints.registry import Implementation, help_text, registry
-from lab.endpoints.sender_cc import parse_cc, resolve
+from lab.endpoints.registry import help_text, registry
+from lab.endpoints.sender_cc import parse_cc
 from lab.errors import UsageError, VerificationError
-from lab.evidence.capture import Evidence, collecting, parse_kinds
-from lab.evidence.goodput import pcap_goodput
-from lab.models import TransferResult
+from lab.evidence.capture import CAPTURE_PROBLEMS, parse_kinds
+from lab.plan.checks import validate
+from lab.plan.plan import PlannedRun, plan
 from lab.protocols import Protocol, parse_protocol
-from lab.run.sender import SenderControl
-from lab.run.transfer import run_transfer, stop_clients, unsupported_result
+from lab.results.schema import RunRecord
+from lab.run import environment, runner
+from lab.run.lab_session import cc_by_implementation
+from lab.run.transfer import stop_clients
 from lab.sizes import format_size, parse_size
 
 
@@ -30,46 +36,30 @@ def _mbps(v: float | None) -> str:
     return f"{v / 1e6:.2f}" if v is not None else "-"
 
 
-def _row(r: TransferResult) -> list[terminal.Cell]:
+def _row(r: RunRecord) -> list[terminal.Cell]:
     used = f"HTTP/{r.http_version}" if r.http_version else "?"
     verdict: terminal.Cell
-    if r.unsupported:
+    if r.status == "unsupported":
         used = "-"
         verdict = Text.assemble(terminal.styled("unsupported", "yellow"), " ",
                                 terminal.plain(r.failure.removeprefix("unsupported: ")))
-    elif r.ok:
+    elif r.status == "ok":
         verdict = terminal.styled("ok", "green")
     else:
         verdict = Text.assemble(terminal.styled("FAILED", "red"), " ", terminal.plain(r.failure))
-    return [r.protocol.label, used, terminal.plain(r.cc_sender or "-"), str(r.bytes), _ms(r.handshake_s), _ms(r.ttfb_s),
-            _ms(r.total_s), _mbps(r.goodput_bps), verdict]
+    return [Protocol(r.protocol).label, used, terminal.plain(r.cc_sender or "-"), str(r.bytes), _ms(r.handshake_s),
+            _ms(r.ttfb_s), _ms(r.total_s), _mbps(r.goodput_bps), verdict]
 
 
-def _one(adapter: ClientAdapter, server: Implementation, p: Protocol, nbytes: int, timeout_s: float,
-         client_cc: str | None, sender_cc: str | None, kinds: tuple[str, ...], folder: Path,
-         senders: SenderControl) -> tuple[TransferResult, Evidence]:
-    """One verified transfer with the sender's congestion control in force (and read back)."""
-    plan = resolve(server, p, sender_cc)
-    why = registry().unsupported(adapter.name, server.name, p) or plan.reason
-    if why:
-        return unsupported_result(adapter.name, server.name, p, nbytes, why), Evidence(folder, folder)
-    prepared = senders.prepare(server, plan, instance=not (server.qlog and "qlog" in kinds))
-    if prepared.unsupported:
-        return unsupported_result(adapter.name, server.name, p, nbytes, prepared.unsupported), Evidence(folder, folder)
-    root = folder.parent
-    try:
-        with terminal.status(f"{p.label} {format_size(nbytes)} with {adapter.name} → {server.name}"), \
-                collecting(kinds, root, folder, adapter.name, adapter.container, server, prepared.server_env) as ev:
-            port = ev.server_port or prepared.port
-            result = run_transfer(adapter, server.name, p, nbytes, timeout_s, cc=client_cc, env=ev.client_env,
-                                  port=port)
-            result.cc_sender, result.cc_sender_source = senders.read_back(server, prepared, port)
-    except KeyboardInterrupt:
-        stop_clients()  # the transfer must not go on in the client container; the link stays as it is
-        raise
-    if kinds and result.ok:
-        result.pcap_goodput_bps = pcap_goodput(ev, server.name, p, nbytes, port)
-    return result, ev
+def _runs(protocols: list[Protocol], size: str, client: str, server: str, sender_cc: str | None,
+          client_cc: str | None, timeout_s: float, kinds: tuple[str, ...]) -> list[PlannedRun]:
+    """The one-point plan: one run per protocol, in the order asked."""
+    s = validate({"name": "run", "sizes": [size], "protocols": [p.value for p in protocols], "clients": [client],
+                  "servers": [server], "repeats": 1, "timeout": timeout_s, "capture": list(kinds),
+                  **({"cc": sender_cc} if sender_cc is not None else {}),
+                  **({"client_quic_cc": {client: client_cc}} if client_cc is not None else {})}, "quiclab run")
+    by = {r.protocol: r for r in plan(s)}
+    return [by[p] for p in protocols]
 
 
 def register(app: typer.Typer) -> None:
@@ -112,38 +102,58 @@ def register(app: typer.Typer) -> None:
         kinds = parse_kinds(capture)
         lab.require_up()
         lab.ensure_available([client], [server])
+        runs = _runs(protocols, size, adapter.name, server, want_cc, cc, timeout_s, kinds)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         root = config.ROOT / "results" / "runs" / f"{stamp}-{adapter.name}-{server}"
-        results = []
-        impl = check_server(server)
-        with lock.holding(), SenderControl() as senders:  # one measuring or shaping command per lab at a time
-            for p in protocols:
-                result, ev = _one(adapter, impl, p, nbytes, timeout_s, cc, want_cc, kinds, root / p.value, senders)
-                if kinds:
-                    result.evidence = [str(root / f) for f in ev.relative()]
-                    for problem in ev.problems:
-                        terminal.warning(f"{p.label}: {problem}")
-                results.append(result)
-                if result.client_rcvbuf_drops:
-                    terminal.warning(f"{p.label}: the client's own UDP receive buffer dropped "
-                                     f"{result.client_rcvbuf_drops} datagrams (losses the link did not make; raise "
-                                     "net.core.rmem_default on the host, docs/link.md)")
-                if json_out:
-                    terminal.raw(result.model_dump_json())
+        records: list[RunRecord] = []
+        with lock.holding():  # one measuring or shaping command per lab at a time
+            ctx = runner.Context(
+                sweep="run", shaper="auto", timeout_for=lambda _r: timeout_s,
+                cc=cc_by_implementation({"implementations": environment.implementations(
+                    [adapter.name, server], {adapter.name: cc} if cc else {})}),
+                quic_cc={adapter.name: cc} if cc else {}, capture=kinds, folder=root if kinds else None,
+                host_guard="flag", link_in_force=True)
+            try:
+                for run in runs:
+                    with terminal.status(f"{run.protocol.label} {format_size(nbytes)} with {adapter.name} → "
+                                         f"{server}"):
+                        rec, _ = runner.one_attempt(run, ctx)
+                    records.append(rec)
+                    _warn(rec, root)
+                    if json_out:
+                        terminal.raw(json.dumps(dataclasses.asdict(rec)))
+            except KeyboardInterrupt:
+                stop_clients()  # the transfer must not go on in the client container; the link stays as it is
+                raise
+            finally:
+                ctx.sender.close()
         if not json_out:
             terminal.table(
                 f"{format_size(nbytes)} object ({nbytes} bytes), {adapter.name} → {server}, through the router",
                 ["asked", "used", "sender cc", "bytes", "handshake ms", "TTFB ms", "total ms", "goodput Mbit/s",
                  "check"],
-                [_row(r) for r in results],
+                [_row(r) for r in records],
                 right=["bytes", "handshake ms", "TTFB ms", "total ms", "goodput Mbit/s"], wrap=["check"],
             )
         if kinds and not json_out:
-            for r in results:
+            for r in records:
                 pg = f", pcap goodput {r.pcap_goodput_bps / 1e6:.2f} Mbit/s" if r.pcap_goodput_bps else ""
-                terminal.info(f"{r.protocol.label} evidence{pg}: " + (" ".join(r.evidence) or "none"))
-        failed = [r for r in results if not r.ok and not r.unsupported]
-        if all(r.unsupported for r in results):
-            raise UsageError("; ".join(f"{r.protocol.label}: {r.failure}" for r in results))
+                files = [str(root / f) for f in r.evidence.split()]
+                terminal.info(f"{Protocol(r.protocol).label} evidence{pg}: " + (" ".join(files) or "none"))
+        if all(r.status == "unsupported" for r in records):
+            raise UsageError("; ".join(f"{Protocol(r.protocol).label}: {r.failure}" for r in records))
+        failed = [r for r in records if r.status not in ("ok", "unsupported")]
         if failed:
-            raise VerificationError("; ".join(f"{r.protocol.label}: {r.failure}" for r in failed))
+            raise VerificationError("; ".join(f"{Protocol(r.protocol).label}: {r.failure}" for r in failed))
+
+
+def _warn(rec: RunRecord, root: Path) -> None:
+    """What the run's capture lacked (kept beside it as capture-problems.txt) and losses the client itself made."""
+    label = Protocol(rec.protocol).label
+    for f in rec.evidence.split():
+        if Path(f).name == CAPTURE_PROBLEMS:
+            for problem in (root / f).read_text(encoding="utf-8").splitlines():
+                terminal.warning(f"{label}: {problem}")
+    if rec.client_rcvbuf_drops:
+        terminal.warning(f"{label}: the client's own UDP receive buffer dropped {rec.client_rcvbuf_drops} datagrams "
+                         "(losses the link did not make; raise net.core.rmem_default on the host, docs/link.md)")

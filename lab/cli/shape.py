@@ -10,8 +10,6 @@ from lab.link import calibrate, describe, napi, shaper
 from lab.link.model import Link
 from lab.link.spec import parse_assignments, parse_link
 
-_FLAGS = ("rate", "delay", "rtt", "jitter", "dist", "loss", "ge", "queue", "outage", "spikes", "trace", "seed")
-
 
 def show_link(backend: str, link: Link | str) -> None:
     if isinstance(link, str):

@@ -16,8 +16,9 @@ from lab.results import store
 from lab.results.report import load_sweep
 from lab.results.stats import summarize
 from lab.results.summary import stats_table
-from lab.run import hostload, session
+from lab.run import hostload
 from lab.run import parallel as parallel_labs
+from lab.run import sweep as lifecycle
 
 
 def _split(v: str | None) -> list[str] | None:
@@ -134,8 +135,7 @@ def register(app: typer.Typer) -> None:
             manifest = store.read_manifest(resume)  # (not UTF-8, not JSON, no scenario: a UsageError naming it)
             checks.validate(manifest.scenario, str(resume / store.MANIFEST))
             config.check_all()  # before the lab lock and the lab
-            folder, complete = (parallel_labs.resume(resume) if manifest.parallel
-                                else session.resume(resume))
+            folder, complete = lifecycle.resume(resume)
         else:
             if (preset is None) == (scenario_file is None):
                 raise UsageError("give one preset name (see `quiclab presets`) or --scenario FILE")
@@ -159,23 +159,21 @@ def register(app: typer.Typer) -> None:
             config.check_all()  # before the lab lock and the lab
             wanted = {"index": part.index, "count": part.count} if part else None
             previous = store.latest_matching(out, s.model_dump(), wanted) if reuse else None
-            if previous is None and labs != 1:
-                folder, complete = parallel_labs.start(s, name, out, labs, host_guard or "repeat")
-            elif previous is None:
-                folder, complete = session.start(s, name, out, part, host_guard or "flag")
+            if previous is None:
+                folder, complete = lifecycle.start(s, name, out, part=part, labs=labs,
+                                                   host_guard=host_guard or ("flag" if labs == 1 else "repeat"))
             elif store.read_manifest(previous).status == "complete":
                 terminal.info(f"--reuse: {previous.name} already holds this sweep, complete; showing it")
                 folder, complete = previous, True
             else:
                 terminal.info(f"--reuse: continuing the unfinished sweep in {previous.name}")
-                folder, complete = (parallel_labs.resume(previous) if store.read_manifest(previous).parallel
-                                    else session.resume(previous))
+                folder, complete = lifecycle.resume(previous)
         records, _ = load_sweep(folder)
         cols, rows = stats_table(summarize(records))
         terminal.table(f"{folder.name}: transfer time and goodput (median [IQR])", cols, rows, right=cols[2:])
         terminal.line(f"results: {folder}/ (summary.md, runs.csv, plots/, report.html)")
         if not complete:
-            raise session.SweepInterrupted(folder)
+            raise lifecycle.SweepInterrupted(folder)
 
 
 def register_worker(app: typer.Typer) -> None:

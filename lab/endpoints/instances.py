@@ -31,7 +31,7 @@ def listener(container: str, port: int) -> Listener | None:
                         timeout_s=docker.EXEC_TIMEOUT_S).strip().splitlines()
     except docker.DockerError as e:
         raise EnvironmentProblem(f"cannot look for the listener on port {port} in {container}: "
-                                 f"{(e.stderr or str(e)).strip()[:200]}") from None
+                                 f"{e.reason(200)}") from None
     if len(out) < 2 or not out[0].strip().isdigit():
         return None
     return Listener(int(out[0]), out[1].strip())
@@ -42,7 +42,7 @@ def start(container: str, command: tuple[str, ...], port: int, env: dict[str, st
     try:
         docker.exec_detached(container, command, env={"PORT": str(port), **env})
     except docker.DockerError as e:
-        raise EnvironmentProblem(f"could not start {what}: {(e.stderr or str(e)).strip()[:200]}") from None
+        raise EnvironmentProblem(f"could not start {what}: {e.reason(200)}") from None
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         found = listener(container, port)

@@ -29,7 +29,7 @@ def run(pcap: Path, keylog: Path | None, args: Sequence[str], timeout_s: float =
             docker.copy_to(keylog, config.ROUTER_CONTAINER, rk)
         return docker.exec_in(config.ROUTER_CONTAINER, ["tshark", "-n", "-r", rp, *keys, *args], timeout_s=timeout_s)
     except docker.DockerError as e:
-        why = (e.stderr or "").strip()[:200] or str(e)
+        why = e.reason(200)
         hint = (": tshark runs in the lab's router, bring the lab up first (quiclab up)"
                 if "No such container" in why or "is not running" in why else "")
         raise EnvironmentProblem(f"tshark in the router could not read {pcap}: {why}{hint}") from None

@@ -131,7 +131,7 @@ def measure(path: Path, router_start: str | None = None, restore: bool = False) 
                                                         "-W", "1", config.SERVER_IP])
     except docker.DockerError as e:
         raise EnvironmentProblem(f"cannot measure the lab's own path: ping client -> server failed "
-                                 f"({(e.stderr or '').strip() or e})") from None
+                                 f"({e.reason()})") from None
     finally:
         if previous != path:
             router.set_path(previous)

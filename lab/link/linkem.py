@@ -173,7 +173,7 @@ def _request_via_exec(method: str, path: str, body: bytes | None) -> str:
     try:
         return docker.exec_in(config.ROUTER_CONTAINER, cmd)
     except docker.DockerError as e:
-        why = (e.stderr or "").strip() or e
+        why = e.reason()
         raise EnvironmentProblem(f"linkem in the router ({config.ROUTER_CONTAINER}) is not reachable ({why}): "
                                  "is the lab up? (`quiclab status`)") from None
 

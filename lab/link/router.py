@@ -20,7 +20,7 @@ def run(*args: str) -> str:
         return docker.exec_in(config.ROUTER_CONTAINER, list(args))
     except docker.DockerError as e:
         raise EnvironmentProblem(f"router command {' '.join(args[:3])} failed: "
-                                 f"{(e.stderr or '').strip() or e}") from None
+                                 f"{e.reason()}") from None
 
 
 def try_run(*args: str) -> tuple[int, str]:

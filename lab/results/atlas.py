@@ -5,12 +5,13 @@ lab preset and methods stand for its QUIC and its TCP side), and results/referen
 markdown document; `quiclab docs` writes it and `quiclab docs --check` (and tests/unit/test_docs_generated.py)
 fails when the committed file no longer matches its data.
 
-One definition for every comparison: **QUIC/TCP time** = the Hodges-Lehmann estimate of the ratio of the two
-methods' transfer (or page) times, with its exact distribution-free CI and the level that CI reaches at these n
-(lab/results/verdict.py: the same statistics `quiclab compare` uses; failed and timed-out runs enter censored at
-their own end, never dropped). < 1: QUIC was faster. The lab's verdict on it is verdict.py's `decide` at the
-default margins (equivalent: CI inside +-10 %; QUIC faster/slower: rank test p < 0.05 and the CI wholly beyond the
-margin; else no verdict). The seed's direction is from its own numbers: its QUIC/TCP time ratio below 1/1.1 is
+One definition for every comparison: **QUIC/TCP time** by verdict.judge_runs (TCP as A, QUIC as B), the rule
+`quiclab compare`, `reproduce` and the reports' "In short" use: paired (the median per-repeat ratio and its
+sign-based CI) where both sides ran the same repeats over the same link seeds, else unpaired (the Hodges-Lehmann
+estimate and its exact CI), each with the level its CI reaches at these n; failed and timed-out runs enter censored
+at their own end, never dropped. < 1: QUIC was faster. The lab's direction is that verdict at the default margins:
+parity (equivalent: CI inside +-10 %), QUIC faster/slower (differs: CI wholly beyond +-10 %; unpaired also rank test
+p < 0.05), else no verdict. The seed's direction is from its own numbers: its QUIC/TCP time ratio below 1/1.1 is
 "QUIC faster", above 1.1 "QUIC slower", else "parity" (a seed gives one number per point, so no interval); for
 seeds that published graphs only, the direction their text states, quoted with its line.
 """
@@ -35,19 +36,19 @@ from lab.results.schema import RunRecord
 from lab.results.stats import Est, Obs, describe, method_label
 from lab.results.verdict import (
     Bounded,
+    Design,
+    Judged,
     Margins,
     RatioCI,
-    decide,
+    Unpaired,
     fmt_bounded,
     fmt_ci,
     fmt_level,
     group_samples,
-    hodges_lehmann,
-    rank_test,
+    judge_runs,
 )
 
 SEEDS_TOML = config.ROOT / "docs" / "seeds.toml"
-SEEDS_MD = config.ROOT / "docs" / "seeds.md"
 REFERENCE = config.ROOT / "results" / "reference"
 Direction = Literal["QUIC faster", "QUIC slower", "parity", "no verdict"]
 #: a seed ratio within this factor of 1 is "parity" (the lab's equivalence margin, so both sides use one band)
@@ -175,6 +176,10 @@ class LabCell:
     ci: RatioCI | None = None
     direction: Direction = "no verdict"
     reason: str = ""
+    design: Design = "unpaired"  # paired: ratio, CI and direction from the per-pair ratios (lab/results/paired.py)
+    pairing: str = ""  # "5 pairs (same repeat and link seed)", or why unpaired
+    unpaired: Unpaired | None = None  # beside a paired verdict: the unpaired estimate and its verdict
+    judged: Judged | None = None  # the whole verdict (None when missing)
 
 
 def _median(values: Sequence[Obs]) -> Est | None:
@@ -190,7 +195,8 @@ def _runs(records: Sequence[RunRecord], point: str, side: Side) -> list[RunRecor
 
 def compare_methods(quic_records: Sequence[RunRecord], tcp_records: Sequence[RunRecord], point: str, quic: Side,
                     tcp: Side, margins: Margins | None = None) -> LabCell:
-    """QUIC/TCP time at one seed point: the Hodges-Lehmann ratio, its CI and level, and the verdict."""
+    """QUIC/TCP time at one seed point by the one comparison rule (verdict.judge_runs: paired where every run has
+    its partner over the same repeat and link seed, else unpaired), its CI and level, and the direction."""
     margins = margins or Margins()
     rq, rt = _runs(quic_records, point, quic), _runs(tcp_records, point, tcp)
     if not rq or not rt:
@@ -198,16 +204,24 @@ def compare_methods(quic_records: Sequence[RunRecord], tcp_records: Sequence[Run
                             for s, rs in ((quic, rq), (tcp, rt)) if not rs)
         return LabCell(missing=f"no runs of {gone}")
     sq, st = group_samples(rq), group_samples(rt)
-    ratio, ci = hodges_lehmann(st.time, sq.time, margins.alpha)
-    verdict, reason, _ = decide(ci, rank_test(st.time, sq.time), margins.median, margins.alpha, len(st.time),
-                                len(sq.time))
-    direction: Direction = ("parity" if verdict == "equivalent" else "no verdict" if verdict == "inconclusive"
-                            else "QUIC faster" if (ratio.value or 0) < 1 else "QUIC slower")
+    j = judge_runs(rt, rq, margins)
     return LabCell(n_quic=len(sq.time), n_tcp=len(st.time), censored_quic=sq.n_censored, censored_tcp=st.n_censored,
                    quic_median=_median(sq.time), tcp_median=_median(st.time),
                    quic_goodput=_median(sq.goodput), tcp_goodput=_median(st.goodput),
-                   ratio=fmt_bounded(Bounded.of(ratio)),
-                   ratio_value=ratio.value if ratio.exact else None, ci=ci, direction=direction, reason=reason)
+                   ratio=fmt_bounded(Bounded.of(j.ratio)),
+                   ratio_value=j.ratio.value if j.ratio.exact else None, ci=j.ci, direction=direction_of(j),
+                   reason=j.reason, design=j.design, pairing=j.pairing, unpaired=j.unpaired, judged=j)
+
+
+def direction_of(j: Judged) -> Direction:
+    """The lab's direction from a verdict of QUIC/TCP time: parity (equivalent), QUIC faster or slower (differs:
+    the side of 1 the CI lies on), else no verdict."""
+    if j.verdict == "equivalent":
+        return "parity"
+    if j.verdict == "inconclusive" or j.ci is None:
+        return "no verdict"
+    below = j.ci.hi.value is not None and j.ci.hi.bound in ("", "<") and j.ci.hi.value < 1
+    return "QUIC faster" if below else "QUIC slower"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -242,6 +256,24 @@ def senders(records: Sequence[RunRecord], side: Side, points: Collection[str] | 
 # Rendering
 
 
+def ratio_cell(c: LabCell) -> str:
+    """The lab's QUIC/TCP cell: the design's ratio [CI, level], the design, and beside a paired ratio the unpaired
+    estimate with its verdict."""
+    main = f"{c.ratio} [{fmt_ci(c.ci)}, {fmt_level(c.ci)}]" if c.ci else c.ratio
+    if c.design == "paired":
+        u = c.unpaired
+        beside = ""
+        if u is not None:
+            ci = f" [{fmt_ci(u.ci)}, {fmt_level(u.ci)}]" if u.ci else ""
+            beside = f"; unpaired {fmt_bounded(u.ratio)}{ci}: {UNPAIRED_WORDS[u.verdict]}"
+        return f"{main} paired{beside}"
+    return f"{main} unpaired" + (f" ({c.pairing.removeprefix('unpaired (').rstrip(')')})"
+                                 if c.pairing.startswith("unpaired (") else "")
+
+
+UNPAIRED_WORDS = {"equivalent": "parity", "differs": "a difference", "inconclusive": "no verdict"}
+
+
 def _s(v: Est | None) -> str:
     return f"{fmt_est(v)} s" if v is not None else "-"
 
@@ -267,8 +299,8 @@ def same_direction(seed: Direction, lab: Direction) -> str:
 
 def medians_disagree(c: LabCell) -> bool:
     """Whether the two medians point the other way from the ratio (opposite sides of 1, one of them beyond the +-10 %
-    band): the ratio is the Hodges-Lehmann estimate (the median of every QUIC/TCP pairwise ratio), not the ratio of
-    the medians, and with wide spreads they can differ."""
+    band): the ratio is the median of the per-repeat ratios (paired) or the Hodges-Lehmann estimate (unpaired: the
+    median of every QUIC/TCP pairwise ratio), not the ratio of the medians, and with wide spreads they can differ."""
     if c.ratio_value is None or c.quic_median is None or c.tcp_median is None:
         return False
     if not (c.quic_median.exact and c.tcp_median.exact) or not c.quic_median.value or not c.tcp_median.value:
@@ -379,7 +411,7 @@ class Renderer:
                     gap = "not run yet" if c.missing.startswith("not run yet") else c.missing
                     out.append("| " + " | ".join([*head, arm.id, gap, "", "", ""]) + " |")
                     continue
-                lab_ratio = f"{c.ratio} [{fmt_ci(c.ci)}, {fmt_level(c.ci)}]" if c.ci else c.ratio
+                lab_ratio = ratio_cell(c)
                 medians = f"{_s(c.quic_median)} / {_s(c.tcp_median)} ({n_text(c)})"
                 if medians_disagree(c):
                     medians += " (medians point the other way: see below the table)"
@@ -387,9 +419,10 @@ class Renderer:
                 out.append("| " + " | ".join([*head, arm.id, medians, lab_ratio, shown(c.direction, exp.names),
                                               same_direction(p.seed_direction(), c.direction)]) + " |")
         if flagged:
-            out += ["", "Where the two medians point the other way from QUIC/TCP: the ratio is the Hodges-Lehmann "
-                        "estimate, the median of all QUIC/TCP pairwise time ratios, not the ratio of the two medians; "
-                        "with spreads this wide they can disagree, and the verdict (with its CI) rests on the ratio."]
+            out += ["", "Where the two medians point the other way from QUIC/TCP: the ratio is the median of the "
+                        "per-repeat QUIC/TCP time ratios (paired) or of all pairwise ones (unpaired: Hodges-Lehmann), "
+                        "not the ratio of the two medians; with spreads this wide they can disagree, and the verdict "
+                        "(with its CI) rests on the ratio."]
         if exp.notes:
             out += ["", "Why the lab differs:", ""] + [f"- {self.fill(n, exp)}" for n in exp.notes]
         return [*out, ""]

@@ -7,7 +7,8 @@ folder's summary.md), `ratios-PRESET` (the paired HTTP/3 / TCP ratios of that ta
 (per point, every HTTP/3 method against every HTTP/1.1 method of the folder: the QUIC/TCP time ratio, its CI and
 the lab's verdict, as docs/seeds.md states them: lab/results/atlas.py) and `threshold-PRESET` (the Reno check's
 threshold as derived from that folder: lab/results/cc_check.py); `provenance-all` lists every reference folder
-with the code and images it was made from (lab/results/publish.py's rule).
+with the code and images it was made from (lab/results/publish.py's rule); `pairing-all`: what the paired
+verdicts changed on every committed folder (lab/results/pairing_table.py).
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from lab.results.report import load_sweep
 from lab.results.schema import RunRecord
 from lab.results.stats import method_label, ratios, summarize
 from lab.results.summary import md_table, ratio_table, stats_table
-from lab.results.verdict import fmt_ci, fmt_level
 
-KINDS = ("medians", "ratios", "cc", "verdicts", "threshold", "provenance")
+KINDS = ("medians", "ratios", "cc", "verdicts", "threshold", "provenance", "pairing")
 
 
 def source_line(folder: Path, manifest: dict[str, object], records: list[RunRecord], rel: str) -> str:
@@ -70,6 +70,12 @@ def render(name: str, reference: Path) -> str:
         raise UsageError(f"generated block {name!r}: expected {', '.join(k + '-PRESET' for k in KINDS)}")
     if kind == "provenance":
         return provenance(reference) + "\n"
+    if kind == "pairing":
+        from lab.results import pairing_table
+
+        if preset != "all":
+            raise UsageError(f"generated block {name!r}: the pairing table is `pairing-all` (every folder)")
+        return pairing_table.render(reference)
     folder = reference / preset
     rel = f"results/reference/{preset}"
     if not (folder / "runs.csv").is_file():
@@ -106,7 +112,7 @@ def verdict_table(records: list[RunRecord]) -> tuple[list[str], list[list[str]]]
                 cell = atlas.compare_methods(records, records, point, q, t)
                 if cell.missing:
                     continue
-                ratio = f"{cell.ratio} [{fmt_ci(cell.ci)}, {fmt_level(cell.ci)}]" if cell.ci else cell.ratio
+                ratio = atlas.ratio_cell(cell)
                 senders = f"{atlas.senders(records, q, {point})} / {atlas.senders(records, t, {point})}"
                 rows.append([point, method_label(q.protocol, q.client, q.server),
                              method_label(t.protocol, t.client, t.server), senders, atlas.n_text(cell), ratio,

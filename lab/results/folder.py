@@ -16,7 +16,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, model_serializer, model_validator
 
@@ -65,18 +65,17 @@ def write_json(path: Path, doc: Any) -> None:
 # The manifest
 
 
-class Manifest(BaseModel):
-    """manifest.json: the keys quiclab's writers produce (lab/run/session.py new_manifest and environment_facts,
-    lab/plan/shard.py manifest_fields, lab/run/parallel.py, lab/results/merge.py), typed; every key is optional
-    (older folders lack some) and any other key (older or newer versions' own) is kept as it is.
+class Section(BaseModel):
+    """A part of the manifest with one owner, written whole (`Manifest.put`): keys given are written (a None too),
+    keys not given are removed. On disk the keys stay flat (older folders read as before)."""
 
-    A manifest read and written again is the same JSON document: only keys that were read or set are written
-    (`doc`), in the order they were read (new keys after them), values unconverted (strict types: no int becomes
-    a float, no number a bool)."""
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    model_config = ConfigDict(extra="allow", strict=True)
 
-    # what the sweep is
+class Sweep(Section):
+    """What the sweep is: its scenario, plan and shard, where it started from. Written once, at its start
+    (lab/run/sweep.py; the plan and shard keys from lab/plan/shard.py manifest_fields)."""
+
     name: str | None = None
     preset: str | None = None
     scenario: JSONDict | str | None = None  # the validated scenario (a str only in hand-made folders)
@@ -87,28 +86,19 @@ class Manifest(BaseModel):
     x_name: str | None = None
     log_y: bool | None = None
     shaper_requested: str | None = None
+    started_at: str | None = None
+    git: JSONDict | None = None  # the commit and tree the sweep started from (environment.git)
+    host: JSONDict | None = None
     plan: JSONDict | None = None  # {id, runs, groups} (lab/plan/shard.py)
     shard: JSONDict | None = None  # {index, count, runs, groups}; None: the whole plan
-    shards: list[Any] | None = None  # a merged folder's shards (lab/results/merge.py)
-    parallel: JSONDict | None = None  # {labs, instances, auto} (lab/run/parallel.py)
-    host_guard: str | None = None
-    # how it ended
-    status: str | None = None  # starting, running, complete, interrupted, stopped, partial (a merge)
-    started_at: str | None = None
-    finished_at: str | None = None
-    resumed_at: list[str] | None = None
-    merged_at: str | None = None
-    wall_s: float | int | None = None
-    completed_runs: int | None = None
-    stopped_by: str | None = None
-    teardown_problems: list[str] | None = None
-    labs: JSONDict | None = None  # per lab of a parallel sweep: {runs, joined_s, error, facts}
-    problems: list[str] | None = None  # a merge's
-    differences: list[str] | None = None  # a merge's
-    # where and how it ran
-    git: JSONDict | None = None
-    host: JSONDict | None = None
     host_facts: JSONDict | list[Any] | None = None  # a merge: one per shard
+    host_guard: str | None = None
+
+
+class Environment(Section):
+    """The lab the sweep measured on (a parallel sweep: its own lab's): versions, congestion control, the one shaper
+    and its self-check, forwarding, calibration, images (lab/run/lab_session.py measure)."""
+
     versions: JSONDict | None = None
     congestion_control: JSONDict | None = None
     implementations: JSONDict | None = None
@@ -119,7 +109,50 @@ class Manifest(BaseModel):
     shaper_reason: str | None = None
     link_forwarding: str | None = None
     images: JSONDict | None = None  # per container (service) the sweep used: {id, name} (environment.images)
+
+
+class Labs(Section):
+    """A parallel sweep's labs (lab/run/parallel.py): how many and which, and per lab its share and facts."""
+
+    parallel: JSONDict | None = None  # {labs, instances, auto}
+    labs: JSONDict | None = None  # per lab: {runs, joined_s, error, facts}
+
+
+class End(Section):
+    """Where the sweep is and how it ended: status, times, resumes, what stopped it (lab/run/sweep.py)."""
+
+    status: str | None = None  # starting, running, complete, interrupted, stopped, partial (a merge)
+    resumed_at: list[str] | None = None
     resumed_git: list[Any] | None = None  # per resume: the commit and tree that continued it (environment.git)
+    finished_at: str | None = None
+    wall_s: float | int | None = None
+    completed_runs: int | None = None
+    stopped_by: str | None = None
+    teardown_problems: list[str] | None = None
+
+
+class Merge(Section):
+    """A merged folder's own keys (lab/results/merge.py)."""
+
+    shards: list[Any] | None = None
+    merged_at: str | None = None
+    problems: list[str] | None = None
+    differences: list[str] | None = None
+
+
+SECTIONS: tuple[type[Section], ...] = (Sweep, Environment, Labs, End, Merge)
+S = TypeVar("S", bound=Section)
+
+
+class Manifest(Sweep, Environment, Labs, End, Merge):
+    """manifest.json: the keys of its sections (Sweep, Environment, Labs, End; a merge's Merge), typed; every key is
+    optional (older folders lack some) and any other key (older or newer versions' own) is kept as it is.
+
+    A manifest read and written again is the same JSON document: only keys that were read or set are written
+    (`doc`), in the order they were read (new keys after them), values unconverted (strict types: no int becomes
+    a float, no number a bool)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
 
     _order: list[str] = PrivateAttr(default_factory=list)
 
@@ -146,7 +179,22 @@ class Manifest(BaseModel):
         checked = as_manifest({**self.doc(), **values})
         for key in values:
             setattr(self, key, getattr(checked, key))
+        self._order += [key for key in values if key not in self._order]  # new keys after the others, as set
         return self
+
+    def put(self, section: Section) -> Manifest:
+        """A section written whole: the keys it was given set, its other keys removed; returns self."""
+        given = section.model_fields_set
+        self.update(**{k: getattr(section, k) for k in type(section).model_fields if k in given})
+        for key in type(section).model_fields:
+            if key not in given:
+                self.drop(key)
+        return self
+
+    def section(self, kind: type[S]) -> S:
+        """The section's keys as this manifest has them (absent keys unset)."""
+        doc = self.doc()
+        return kind.model_validate({k: doc[k] for k in kind.model_fields if k in doc})
 
     def drop(self, key: str) -> None:
         """Remove a key, so it is not written (e.g. stopped_by once a sweep resumes)."""

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from lab.results import why
 from lab.results.folder import as_doc
-from lab.results.headline import HEADLINE_NOTE, sentence
+from lab.results.headline import HEADLINE_NOTE, sentences
 from lab.results.schema import RunRecord
 from lab.results.stats import censored_runs, excluded_runs, exclusion_reason
 from lab.results.summary import (
@@ -141,7 +141,7 @@ def report_html(records: Sequence[RunRecord], manifest: ManifestLike, plot_dir: 
     name = header_items(records, manifest)[0][1]
     rat = stats.ratios
     check = self_check_table(manifest)
-    short = [sentence(r) for r in rat]
+    short = sentences(records)
     sections = [
         f"<h1>quiclab sweep {escape(name)}</h1>",
         '<p class="note">HTTP/3 (QUIC) against HTTP/1.1 and HTTP/2 (TCP) through an emulated link.</p>',

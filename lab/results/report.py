@@ -31,6 +31,7 @@ from lab.results.summary import (
     summary_markdown,
 )
 from lab.results.sweep_stats import SweepStats, sweep_stats
+from lab.results.verdict import Judgement, Margins, judge_records
 
 SUMMARY = "summary.md"
 PLOTS = "plots"
@@ -165,6 +166,13 @@ def compare_loaded(ra: list[RunRecord], ma: Manifest | Mapping[str, Any], a: Pat
         table=(cols, rows), ratio_table=(rcols, rrows),
         only_a=[label(k) for k in ga if k not in gb], only_b=[label(k) for k in gb if k not in ga],
     )
+
+
+def judge_sweeps(folder_a: Path, folder_b: Path, margins: Margins | None = None) -> Judgement:
+    """Judge sweep folder B against A (the baseline): what `quiclab compare` prints and `reproduce` decides on
+    (`Judgement.any_differs`). Bad folders are UsageErrors (exit 2)."""
+    (ra, ma), (rb, mb) = load_sweep(folder_a), load_sweep(folder_b)
+    return judge_records(ra, rb, margins, sweep_name(ra, ma, folder_a), sweep_name(rb, mb, folder_b))
 
 
 def compare_markdown(a: Path, b: Path) -> str:

@@ -1,6 +1,13 @@
 """Do two sweeps agree? Per point x method x metric one verdict: equivalent, differs or inconclusive.
 
-docs/results.md "Do two sweeps agree?" states the rules for readers; this module implements them.
+docs/results.md "Do two sweeps agree?" states the rules for readers; this module implements them, once, for every
+comparison the product states: `quiclab compare` and `reproduce` (judge_records), a report's "In short" and the
+seed atlas (judge_runs); `decide` is the one rule.
+
+Design (judge_metric): **paired** where every result of A has exactly one result of B with the same repeat and link
+seed and vice versa (lab/results/paired.py: B/A = the median of the per-pair ratios, its CI the sign-based
+order-statistic interval, censored pairs at their least favourable value for each end; the unpaired estimate below
+is kept beside it); **unpaired** otherwise (the row says why) and always for the p95: the statistics below.
 
 Metrics (per point and method present in both sweeps):
 - `goodput`: the median goodput; for a page workload (`page:NxSIZE`) the median page time instead (`page_time`,
@@ -36,23 +43,24 @@ the level it reaches:
 Pairwise ratios with a censored side are bounds ranking beyond every exact one (as the paired ratios of the
 reports); a pair censored on both sides is indeterminate and taken as the least favourable end of the CI.
 
-Differs: a two-sided Mann-Whitney rank test (exact; with ties the exact permutation distribution; beyond 60 runs
-in all the normal approximation with tie and continuity correction) gives p < alpha AND the whole CI lies outside
-the margin (criterion.rs style: a change smaller than the margin is not called a difference). Censored values tie
+Differs: the whole CI lies outside the margin; unpaired, a two-sided Mann-Whitney rank test (exact; with ties the
+exact permutation distribution; beyond 60 runs in all the normal approximation with tie and continuity correction)
+must also give p < alpha (paired, the distribution-free sign interval is its own test) (criterion.rs style: a
+change smaller than the margin is not called a difference). Censored values tie
 with each other beyond every completed one. The CI must reach 1 - 2*alpha for either verdict.
 
 Inconclusive: neither; the row says why. With nA and nB runs no two-sided rank test can reach a p below
 2 / C(nA + nB, nA) (n = n per side: 3 -> 0.10, 4 -> 0.029, 5 -> 0.0079): at alpha 0.05 three runs per side can
-never show a difference; every such row carries that warning.
+never show an unpaired difference; paired, no interval reaches 90 % below 5 pairs; every such row carries that
+warning.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from statistics import NormalDist
 from typing import Literal
 
@@ -60,6 +68,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field
 
 from lab.errors import UsageError
+from lab.results.paired import Key as PairKey
+from lab.results.paired import pair_up, pairs_needed, sign_interval, sign_level
 from lab.results.schema import RunRecord
 from lab.results.stats import (
     Bound,
@@ -76,14 +86,15 @@ from lab.results.stats import (
 )
 from lab.results.summary import fmt_est, sig3
 
-Metric = Literal["goodput", "page_time", "time_p95", "ttfb"]
+Metric = Literal["goodput", "page_time", "time_p95", "ttfb", "time"]  # "time": the median transfer time
 Verdict = Literal["equivalent", "differs", "inconclusive"]
 LevelKind = Literal["exact", "at least", "approximate"]
 TestMethod = Literal["exact", "exact with ties", "normal approximation", "none"]
+Design = Literal["paired", "unpaired"]
 
 METRIC_LABELS: dict[str, str] = {"goodput": "median goodput Mbit/s", "page_time": "median page time s",
-                                 "time_p95": "p95 time s", "ttfb": "median TTFB ms"}
-METRIC_SCALE: dict[str, float] = {"goodput": 1e-6, "page_time": 1.0, "time_p95": 1.0, "ttfb": 1e3}
+                                 "time_p95": "p95 time s", "ttfb": "median TTFB ms", "time": "median time s"}
+METRIC_SCALE: dict[str, float] = {"goodput": 1e-6, "page_time": 1.0, "time_p95": 1.0, "ttfb": 1e3, "time": 1.0}
 P95 = 0.95
 #: the exact rank-test and Hodges-Lehmann distributions are used up to this many runs in all (both sides)
 EXACT_MAX_N = 60
@@ -167,6 +178,19 @@ class RankTest(BaseModel):
     smallest_p: float | None  # the smallest two-sided p any data could give at these n (no ties): 2 / C(nA+nB, nA)
 
 
+class Unpaired(BaseModel):
+    """The unpaired estimate, shown beside a paired verdict: the Hodges-Lehmann ratio and interval, the rank test,
+    and the verdict the unpaired rule would give."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ratio: Bounded | None
+    ci: RatioCI | None
+    test: RankTest
+    verdict: Verdict
+    reason: str
+
+
 class MetricVerdict(BaseModel):
     """One point x method x metric."""
 
@@ -193,7 +217,10 @@ class MetricVerdict(BaseModel):
     test: RankTest
     verdict: Verdict
     reason: str  # why (always set; for inconclusive rows every reason that applies)
-    too_few: str  # "" or the warning that no two-sided rank test can reach p < alpha at these n
+    too_few: str  # "" or the warning that no verdict of the design can be reached at these n
+    design: Design = "unpaired"  # paired: ratio, ci and verdict are the paired ones (lab/results/paired.py)
+    pairing: str = ""  # "5 pairs (same repeat and link seed)", or why the design is unpaired
+    unpaired: Unpaired | None = None  # beside a paired verdict: what the unpaired rule says
 
 
 class Judgement(BaseModel):
@@ -551,10 +578,30 @@ def too_few_warning(n_a: int, n_b: int, alpha: float) -> str:
             f">= {needed_per_side(alpha)} per side")
 
 
-def decide(ratio_ci: RatioCI | None, test: RankTest, margin: float, alpha: float, n_a: int, n_b: int,
-           p95: bool = False) -> tuple[Verdict, str, str]:
-    """(verdict, reason, too-few warning) from the CI of B/A, the rank test and the relative margin."""
-    warn = too_few_warning(n_a, n_b, alpha) if n_a and n_b else ""
+def paired_too_few_warning(pairs: int, alpha: float) -> str:
+    """"" or why no paired verdict can be reached with this many pairs."""
+    target = 1 - 2 * alpha
+    level = sign_level(pairs, target)
+    if level >= target - 1e-9:
+        return ""
+    return (f"n = {pairs} pairs: the paired interval reaches at most {level * 100:.3g} % (< {target * 100:.3g} %); "
+            f"needs >= {pairs_needed(target)} pairs")
+
+
+def decide(ratio_ci: RatioCI | None, test: RankTest | None, margin: float, alpha: float, n_a: int, n_b: int,
+           p95: bool = False, pairs: int | None = None) -> tuple[Verdict, str, str]:
+    """(verdict, reason, too-few warning) from the CI of B/A and the relative margin: THE rule of every comparison
+    (compare, reproduce, the report's "In short", the atlas; docs/results.md "Do two sweeps agree?").
+
+    The CI must reach 1 - 2*alpha. equivalent: the CI wholly inside the band (1/(1+m), 1+m). differs: the CI wholly
+    outside it, and for the unpaired design (`test` given, `pairs` None) also the rank test p < alpha. The paired
+    design (`pairs`: the number of pairs) has no separate test: its sign-based interval is distribution-free, so a
+    CI end beyond the band is itself the one-sided sign test, at (1 - level) / 2 <= alpha, that the median ratio
+    lies beyond the margin on that side."""
+    if pairs is not None:
+        warn = paired_too_few_warning(pairs, alpha)
+    else:
+        warn = too_few_warning(n_a, n_b, alpha) if n_a and n_b else ""
     if not n_a or not n_b:
         missing = " and ".join(s for s, n in (("A", n_a), ("B", n_b)) if not n)
         return "inconclusive", f"no results in {missing}", warn
@@ -566,29 +613,33 @@ def decide(ratio_ci: RatioCI | None, test: RankTest, margin: float, alpha: float
     if ratio_ci is not None and reached:
         inside = _certainly_above(ratio_ci.lo, down) and _certainly_below(ratio_ci.hi, up)
         outside = _certainly_above(ratio_ci.lo, up) or _certainly_below(ratio_ci.hi, down)
-    ci_text = f"CI {fmt_ci(ratio_ci)} ({fmt_level(ratio_ci)})"
-    significant = test.p is not None and test.p < alpha
+    ci_text = f"{'paired ' if pairs is not None else ''}CI {fmt_ci(ratio_ci)} ({fmt_level(ratio_ci)})"
+    significant = pairs is not None or (test is not None and test.p is not None and test.p < alpha)
+    p_text = f"p = {fmt_p(test.p if test else None)}"
     if inside:
         return "equivalent", f"{ci_text} inside {band}", warn
     if significant and outside:
-        return "differs", f"p = {fmt_p(test.p)} < {alpha:g} and {ci_text} outside {band}", warn
+        if pairs is not None:
+            return "differs", f"{ci_text} wholly outside {band}", warn
+        return "differs", f"{p_text} < {alpha:g} and {ci_text} outside {band}", warn
     why: list[str] = []
     if warn:
         why.append(warn)
     if ratio_ci is None:
-        why.append("no CI from one result per side")
+        why.append("no CI from one result per side" if pairs is None else "no CI from one pair")
     elif not reached:
         need = (f"; a p95 needs >= {p95_needed_per_side(alpha)} per side" if p95 else "")
-        why.append(f"the CI reaches only {fmt_level(ratio_ci)} (< {target * 100:.3g} %){need}")
+        if not warn or pairs is None:
+            why.append(f"the CI reaches only {fmt_level(ratio_ci)} (< {target * 100:.3g} %){need}")
     elif outside:
-        why.append(f"{ci_text} outside {band} but p = {fmt_p(test.p)} is not below {alpha:g}")
-    elif significant:
-        why.append(f"p = {fmt_p(test.p)} < {alpha:g} but {ci_text} reaches into {band}: a change smaller than "
+        why.append(f"{ci_text} outside {band} but {p_text} is not below {alpha:g}")
+    elif pairs is None and significant:
+        why.append(f"{p_text} < {alpha:g} but {ci_text} reaches into {band}: a change smaller than "
                    "the margin is not ruled out")
     else:
         why.append(f"{ci_text} crosses {band}")
-        if test.p is not None and not warn:
-            why.append(f"p = {fmt_p(test.p)}")
+        if pairs is None and test is not None and test.p is not None and not warn:
+            why.append(p_text)
     return "inconclusive", "; ".join(why), warn
 
 
@@ -608,6 +659,8 @@ class Samples:
     ttfb_missing: int  # results without a TTFB that are not censored either
     ttfb_censored: int
     page: bool  # a page workload: the first metric is the page time
+    keys: list[PairKey] = field(default_factory=list)  # (repeat, link seed) of each result, as `time`/`goodput`
+    ttfb_keys: list[PairKey] = field(default_factory=list)  # (repeat, link seed) of each TTFB, as `ttfb`
 
 
 def group_samples(rs: Sequence[RunRecord]) -> Samples:
@@ -617,6 +670,7 @@ def group_samples(rs: Sequence[RunRecord]) -> Samples:
     results = [r for r in rs if exclusion_reason(r) is None]
     obs = [run_obs(r, fb) for r in results]
     ttfb: list[Obs] = []
+    ttfb_keys: list[PairKey] = []
     missing = censored_ttfb = 0
     for r in results:
         if r.ttfb_s is not None:
@@ -626,10 +680,13 @@ def group_samples(rs: Sequence[RunRecord]) -> Samples:
             censored_ttfb += 1
         else:
             missing += 1
+            continue
+        ttfb_keys.append((r.repeat, r.seed))
     return Samples(time=[o.time for o in obs], goodput=[o.goodput for o in obs], ttfb=ttfb,
                    n_censored=sum(1 for r in results if is_censored(r)),
                    n_excluded=len(rs) - len(results), ttfb_missing=missing, ttfb_censored=censored_ttfb,
-                   page=any(r.workload.split(":", 1)[0] == "page" for r in results))
+                   page=any(r.workload.split(":", 1)[0] == "page" for r in results),
+                   keys=[(r.repeat, r.seed) for r in results], ttfb_keys=ttfb_keys)
 
 
 def _ttfb_margin(a: Sequence[Obs], margins: Margins) -> float:
@@ -639,38 +696,98 @@ def _ttfb_margin(a: Sequence[Obs], margins: Margins) -> float:
     return max(margins.median, margins.ttfb_ms / 1000 / med.value)
 
 
+@dataclass(frozen=True)
+class Judged:
+    """One comparison B/A of one metric by the design that applies: what judge_metric returns."""
+
+    design: Design
+    pairing: str  # "5 pairs (same repeat and link seed)", or why unpaired
+    a: Est  # A's statistic (median or p95)
+    b: Est
+    ratio: Est
+    ci: RatioCI | None
+    test: RankTest  # the unpaired rank test (p None for a paired verdict: it has none)
+    verdict: Verdict
+    reason: str
+    too_few: str
+    n_pairs: int  # 0 for the unpaired design
+    unpaired: Unpaired | None  # beside a paired verdict
+
+
+NO_TEST = RankTest(p=None, method="none", smallest_p=None)
+
+
+def paired_ci(pairs: Sequence[tuple[Obs, Obs]], alpha: float) -> tuple[Est, RatioCI | None]:
+    """B/A over the pairs (A, B): the median per-pair ratio and its sign-based interval (lab/results/paired.py)."""
+    si = sign_interval(pairs, 1 - 2 * alpha)
+    if si.lo is None or si.hi is None:
+        return si.estimate, None
+    return si.estimate, RatioCI(lo=Bounded.of(si.lo), hi=Bounded.of(si.hi), level=si.level,
+                                level_kind="at least" if si.n_censored else "exact",
+                                method="median of the per-pair ratios / sign test")
+
+
+def judge_metric(metric: Metric, xa: Sequence[Obs], xb: Sequence[Obs], keys_a: Sequence[PairKey],
+                 keys_b: Sequence[PairKey], margin: float, alpha: float) -> Judged:
+    """B/A of one metric by the design's rule: paired (sign-based interval of the median per-pair ratio) when every
+    result of both sides pairs with one of the other over the same repeat and link seed, unpaired (Hodges-Lehmann
+    and the rank test) otherwise, and for the p95 (order statistics of each side's p95); the unpaired estimate is
+    kept beside a paired verdict."""
+    test = rank_test(xa, xb)
+    if metric == "time_p95":
+        pa, pb, ratio, ci = p95_ratio(xa, xb, alpha)
+        verdict, reason, warn = decide(ci, test, margin, alpha, len(xa), len(xb), p95=True)
+        return Judged("unpaired", "the p95 is judged from each side's order statistics", pa, pb, ratio, ci, test,
+                      verdict, reason, warn, 0, None)
+    pa = quantile(_sorted_obs(xa), 0.5) if xa else Est(None, "?")
+    pb = quantile(_sorted_obs(xb), 0.5) if xb else Est(None, "?")
+    ratio, ci = hodges_lehmann(xa, xb, alpha) if xa and xb else (Est(None, "?"), None)
+    verdict, reason, warn = decide(ci, test, margin, alpha, len(xa), len(xb))
+    pairing = pair_up(xa, keys_a, xb, keys_b)
+    if pairing.pairs is None:
+        return Judged("unpaired", pairing.why, pa, pb, ratio, ci, test, verdict, reason, warn, 0, None)
+    beside = Unpaired(ratio=Bounded.of(ratio), ci=ci, test=test, verdict=verdict, reason=reason)
+    p_ratio, p_ci = paired_ci(pairing.pairs, alpha)
+    n = len(pairing.pairs)
+    verdict, reason, warn = decide(p_ci, None, margin, alpha, len(xa), len(xb), pairs=n)
+    return Judged("paired", pairing.why, pa, pb, p_ratio, p_ci, NO_TEST, verdict, reason, warn, n, beside)
+
+
 def judge_group(point: str, protocol: str, client: str, server: str, sa: Samples, sb: Samples,
                 margins: Margins) -> list[MetricVerdict]:
     """The three metric verdicts of one point and method."""
     alpha = margins.alpha
     page = sa.page or sb.page
     rows: list[MetricVerdict] = []
-    specs: list[tuple[Metric, list[Obs], list[Obs], int, int, int, int]] = [
+    specs: list[tuple[Metric, list[Obs], list[Obs], list[PairKey], list[PairKey], int, int, int, int]] = [
         ("page_time" if page else "goodput", sa.time if page else sa.goodput, sb.time if page else sb.goodput,
-         sa.n_censored, sb.n_censored, sa.n_excluded, sb.n_excluded),
-        ("time_p95", sa.time, sb.time, sa.n_censored, sb.n_censored, sa.n_excluded, sb.n_excluded),
-        ("ttfb", sa.ttfb, sb.ttfb, sa.ttfb_censored, sb.ttfb_censored, sa.n_excluded + sa.ttfb_missing,
-         sb.n_excluded + sb.ttfb_missing),
+         sa.keys, sb.keys, sa.n_censored, sb.n_censored, sa.n_excluded, sb.n_excluded),
+        ("time_p95", sa.time, sb.time, sa.keys, sb.keys, sa.n_censored, sb.n_censored, sa.n_excluded,
+         sb.n_excluded),
+        ("ttfb", sa.ttfb, sb.ttfb, sa.ttfb_keys, sb.ttfb_keys, sa.ttfb_censored, sb.ttfb_censored,
+         sa.n_excluded + sa.ttfb_missing, sb.n_excluded + sb.ttfb_missing),
     ]
-    for metric, xa, xb, ca, cb, ea, eb in specs:
-        test = rank_test(xa, xb)
-        if metric == "time_p95":
-            margin = margins.p95
-            pa, pb, ratio, ci = p95_ratio(xa, xb, alpha)
-        else:
-            margin = _ttfb_margin(xa, margins) if metric == "ttfb" else margins.median
-            pa = quantile(_sorted_obs(xa), 0.5) if xa else Est(None, "?")
-            pb = quantile(_sorted_obs(xb), 0.5) if xb else Est(None, "?")
-            ratio, ci = hodges_lehmann(xa, xb, alpha) if xa and xb else (Est(None, "?"), None)
-        verdict, reason, warn = decide(ci, test, margin, alpha, len(xa), len(xb), p95=metric == "time_p95")
+    for metric, xa, xb, ka, kb, ca, cb, ea, eb in specs:
+        margin = (margins.p95 if metric == "time_p95" else _ttfb_margin(xa, margins) if metric == "ttfb"
+                  else margins.median)
+        j = judge_metric(metric, xa, xb, ka, kb, margin, alpha)
         rows.append(MetricVerdict(
             point=point, method=method_label(protocol, client, server), protocol=protocol, client=client,
             server=server, metric=metric, label=METRIC_LABELS[metric], n_a=len(xa), n_b=len(xb),
             censored_a=ca, censored_b=cb, excluded_a=ea, excluded_b=eb,
-            a=Bounded.of(pa) if xa else None, b=Bounded.of(pb) if xb else None,
-            ratio=Bounded.of(ratio) if xa and xb else None, ci=ci, margin=margin, test=test, verdict=verdict,
-            reason=reason, too_few=warn))
+            a=Bounded.of(j.a) if xa else None, b=Bounded.of(j.b) if xb else None,
+            ratio=Bounded.of(j.ratio) if xa and xb else None, ci=j.ci, margin=margin, test=j.test,
+            verdict=j.verdict, reason=j.reason, too_few=j.too_few, design=j.design, pairing=j.pairing,
+            unpaired=j.unpaired))
     return rows
+
+
+def judge_runs(runs_a: Sequence[RunRecord], runs_b: Sequence[RunRecord], margins: Margins | None = None) -> Judged:
+    """B/A of the median transfer (or page) time of two groups of runs (e.g. TCP as A, HTTP/3 as B at one point):
+    what the report's "In short" and the seed atlas state, by the same rule as `compare`."""
+    margins = margins or Margins()
+    sa, sb = group_samples(runs_a), group_samples(runs_b)
+    return judge_metric("time", sa.time, sb.time, sa.keys, sb.keys, margins.median, margins.alpha)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -712,19 +829,25 @@ def judge_records(records_a: Sequence[RunRecord], records_b: Sequence[RunRecord]
                      only_a=[label(k) for k in ga if k not in gb], only_b=[label(k) for k in gb if k not in ga])
 
 
-def judge_sweeps(folder_a: Path, folder_b: Path, margins: Margins | None = None) -> Judgement:
-    """Judge sweep folder B against A (the baseline): what `quiclab compare` prints and `reproduce` decides on
-    (`Judgement.any_differs`). Bad folders are UsageErrors (exit 2)."""
-    from lab.results.report import load_sweep, sweep_name
-
-    (ra, ma), (rb, mb) = load_sweep(folder_a), load_sweep(folder_b)
-    return judge_records(ra, rb, margins, sweep_name(ra, ma, folder_a), sweep_name(rb, mb, folder_b))
-
-
 def verdict_table(j: Judgement) -> tuple[list[str], list[list[str]]]:
     """(columns, rows) of plain strings: one row per point x method x metric."""
-    cols = ["parameter", "method", "metric", "n A/B", "A", "B", "B/A", "CI", "level", "p", "verdict"]
+    cols = ["parameter", "method", "metric", "n A/B", "A", "B", "B/A", "CI", "level", "p", "design", "verdict",
+            "unpaired beside"]
     rows = [[r.point, r.method, r.label, f"{r.n_a}/{r.n_b}", fmt_bounded(r.a, METRIC_SCALE[r.metric]),
              fmt_bounded(r.b, METRIC_SCALE[r.metric]), fmt_bounded(r.ratio), fmt_ci(r.ci), fmt_level(r.ci),
-             fmt_p(r.test.p), r.verdict] for r in j.rows]
+             fmt_p(r.test.p), design_cell(r), r.verdict, unpaired_cell(r.unpaired)] for r in j.rows]
     return cols, rows
+
+
+def design_cell(r: MetricVerdict) -> str:
+    """"paired" (B/A, CI and verdict from the per-pair ratios) or "unpaired" (why, when pairs were expected)."""
+    return "paired" if r.design == "paired" else "unpaired"
+
+
+def unpaired_cell(u: Unpaired | None) -> str:
+    """The unpaired estimate beside a paired verdict: "0.833 [0.80-0.86, 90.5 %] p=0.0079 differs"; "" when the
+    row's own verdict is the unpaired one."""
+    if u is None:
+        return ""
+    ci = f" [{fmt_ci(u.ci)}, {fmt_level(u.ci)}]" if u.ci else ""
+    return f"{fmt_bounded(u.ratio)}{ci} p={fmt_p(u.test.p)} {u.verdict}"

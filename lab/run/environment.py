@@ -37,7 +37,7 @@ def _exec(container: str, *cmd: str) -> str:
     try:
         return docker.exec_in(container, ["sh", "-c", " ".join(cmd) + " 2>&1"]).strip()
     except docker.DockerError as e:
-        return f"unknown ({(e.stderr or '').strip()[:80]})"
+        return f"unknown ({e.reason(80)})"
 
 
 def versions() -> dict[str, str]:
@@ -196,7 +196,7 @@ def images(names: list[str]) -> dict[str, dict[str, str]]:
         try:
             c = docker.inspect_one(name)
         except docker.DockerError as e:
-            why = (e.stderr or str(e)).strip()[:120]
+            why = e.reason(120)
             out[config.INSTANCE.service(name)] = {"id": "unknown", "name": "", "error": why}
             continue
         out[config.INSTANCE.service(name)] = {"id": c.image, "name": c.config_image}

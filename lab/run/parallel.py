@@ -30,27 +30,21 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from lab import config, docker, instance, lab, lock, optional, signals, terminal
+from lab import config, docker, instance, lab, lock, optional, signals
 from lab.endpoints.registry import registry
 from lab.errors import QuiclabError, UsageError
-from lab.explain import folder as explain_folder
-from lab.explain import tshark
-from lab.link import shaper
-from lab.link.model import Link
-from lab.observe.push import Publisher
-from lab.plan import shard
 from lab.plan.checks import validate
-from lab.plan.plan import PlannedRun, groups, plan, timeout_for
+from lab.plan.plan import PlannedRun, groups, plan
 from lab.plan.scenario import Scenario
 from lab.results import store
-from lab.results.report import build_report
-from lab.results.schema import RunRecord, from_row, to_row
-from lab.run import runner, session
+from lab.results.folder import Environment
+from lab.results.schema import from_row, to_row
+from lab.run import runner
+from lab.run.lab_session import Callbacks, LabSession, close_lab, measure
 
 MAX_LABS = instance.MAX_INSTANCE + 1
 AUTO_BUDGET_BPS = 50e6  # emulated link rate per core that `auto` plans for (see the docstring)
@@ -134,16 +128,6 @@ class _Channel:
             self._out.flush()
 
 
-class _SentLog:
-    """runner.run_all's RunLog: a finished record goes to the coordinator, which writes runs.csv."""
-
-    def __init__(self, channel: _Channel, kind: str) -> None:
-        self.channel, self.kind = channel, kind
-
-    def append(self, rec: RunRecord) -> None:
-        self.channel.send(**{self.kind: to_row(rec)})
-
-
 def _parts(s: Scenario) -> tuple[str, ...]:
     """The optional parts of the lab (lab/optional.py) the scenario's implementations need."""
     reg = registry()
@@ -151,48 +135,43 @@ def _parts(s: Scenario) -> tuple[str, ...]:
 
 
 def worker(folder: Path) -> int:
-    """`quiclab sweep-worker FOLDER`: drive this process's lab for the parallel sweep in FOLDER. Reads run keys
-    (one JSON list per line) on stdin, answers on stdout; exits 0 at end of input, 130 when stopped, 2 when its lab
-    failed."""
+    """`quiclab sweep-worker FOLDER`: drive this process's lab for the parallel sweep in FOLDER (a LabSession, as a
+    sweep on one lab does in-process). Reads run keys (one JSON list per line) on stdin, answers on stdout; exits 0
+    at end of input, 130 when stopped, 2 when its lab failed."""
     channel = _Channel()
     signals.terminate_as_interrupt()  # the coordinator stops a worker with SIGTERM (SIGINT may be ignored)
     manifest = store.read_manifest(folder)
     s = validate(manifest.scenario, str(folder / store.MANIFEST))
     by_key = {r.key: r for r in plan(s)}
-    outcome = "complete"
+    outcome: runner.Outcome = "complete"
+    calls = Callbacks(record=lambda rec: channel.send(record=to_row(rec)),
+                      aside=lambda rec: channel.send(host_bound=to_row(rec)),
+                      retry=lambda label, why: channel.send(retry={"run": label, "why": why}))
+    session: LabSession | None = None
     try:
         with lock.holding():
-            lab.require_up(tuple(p for p in _parts(s) if p not in optional.ON_DEMAND))
-            lab.ensure_available(s.clients, s.servers)  # an on-demand part: started here if it is not yet
-            facts = session.environment_facts(s)
-            ctx = runner.Context(sweep=s.name, shaper=facts["shaper"], cc=session.cc_by_implementation(facts),
-                                 timeout_for=lambda r: timeout_for(s, r.point), quic_cc=dict(s.client_quic_cc),
-                                 capture=tuple(s.capture), folder=folder,
-                                 host_guard=manifest.host_guard or "repeat",
-                                 host_bound_log=_SentLog(channel, "host_bound").append)
-            runner.warm_up(list(by_key.values()), ctx)
-            channel.send(ready=facts)
-            log = _SentLog(channel, "record")
             try:
+                lab.require_up(tuple(p for p in _parts(s) if p not in optional.ON_DEMAND))
+                lab.ensure_available(s.clients, s.servers)  # an on-demand part: started here if it is not yet
+                session = LabSession(s, folder, measure(s), manifest.host_guard or "repeat", calls)
+                session.warm_up(list(by_key.values()))
+                channel.send(ready=session.facts.model_dump(mode="json", exclude_unset=True))
                 for line in sys.stdin:
-                    keys = json.loads(line)
-                    finish = runner.run_all([by_key[k] for k in keys], ctx, log, lambda _rec: None,
-                                            on_retry=lambda run, why: channel.send(retry=f"{run.key}: {why}"))
+                    finish = session.run([by_key[k] for k in json.loads(line)])
                     channel.send(finish=finish.outcome, error=finish.error)
                     if finish.outcome != "complete":
                         outcome = finish.outcome
                         break
+            except BaseException:
+                outcome = "interrupted"  # (or the lab failed: either way nothing is left running)
+                raise
             finally:
                 with signals.held_signals():
-                    ctx.sender.close()
-                    if outcome == "complete":
-                        with contextlib.suppress(QuiclabError):
-                            shaper.apply(Link())
-                    else:
-                        runner.stop_everything()
+                    if session is not None:
+                        session.close(outcome == "complete")
+                    elif outcome != "complete":
+                        close_lab(complete=False)
     except KeyboardInterrupt:
-        with signals.held_signals():
-            runner.stop_everything()
         channel.send(finish="interrupted", error="")
         return 130
     except QuiclabError as e:
@@ -220,8 +199,7 @@ class _Lab:
 @dataclass
 class _Shared:
     queue: deque[list[str]]
-    record: Callable[[RunRecord], None]
-    aside: Callable[[RunRecord], None]
+    calls: Callbacks  # the sweep's (records to runs.csv, its progress and live push): called from the labs' threads
     stopping: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     in_flight: int = 0  # groups handed to a lab and not yet finished
@@ -309,12 +287,11 @@ def _work(lab_: _Lab, folder: Path, shared: _Shared, t0: float, bring_up: bool) 
                     rec = from_row(msg["record"])
                     pending.remove(rec.run_key)
                     lab_.runs += 1
-                    shared.record(rec)
+                    shared.calls.record(rec)
                 elif "host_bound" in msg:
-                    shared.aside(from_row(msg["host_bound"]))
+                    shared.calls.aside(from_row(msg["host_bound"]))
                 elif "retry" in msg:
-                    terminal.warning(f"lab {lab_.number}: {msg['retry']}: running the run again (nothing was "
-                                     "recorded)")
+                    shared.calls.retry(f"lab {lab_.number}: {msg['retry']['run']}", msg["retry"]["why"])
                 else:  # finish (or the worker is gone)
                     break
             if msg.get("finish") != "complete":
@@ -379,144 +356,59 @@ def _take_down(labs: list[_Lab]) -> list[str]:
     return failed
 
 
-def start(s: Scenario, preset: str | None, results_dir: Path, n: int | None, host_guard: str) -> tuple[Path, bool]:
-    """A new sweep over n labs (None: auto). Ctrl-C (or SIGTERM) ends it cleanly: session.SweepInterrupted."""
-    every = plan(s)
-    count = n if n is not None else auto(every)
-    if count > len(groups(every)):
-        raise UsageError(f"invalid --parallel {count}: the plan has {len(groups(every))} (point, repeat) groups, so "
-                         f"at most {len(groups(every))} labs")
-    lab.require_up()
-    lab.ensure_available(s.clients, s.servers)
-    numbers = pick_labs(count)
-    folder = store.new_folder(results_dir, s.name)
-    manifest = session.new_manifest(s, preset, len(every), folder)
-    manifest.update(shard.manifest_fields(s, every, None))
-    manifest.update(status="starting", host_guard=host_guard,
-                    parallel={"labs": count, "instances": numbers, "auto": n is None})
-    store.write_manifest(folder, manifest)
-    terminal.info(f"sweep {s.name}: {len(every)} runs in {len(groups(every))} (point, repeat) groups over {count} "
-                  f"labs ({', '.join(f'lab {k}' for k in numbers)}{'; --parallel auto' if n is None else ''}) -> "
-                  f"{folder}")
-    return folder, _interruptible(folder, lambda: _run(folder, s, manifest, every, 0))
+def check_count(count: int, runs: list[PlannedRun]) -> None:
+    """No more labs than (point, repeat) groups: exit 2 naming the limit."""
+    if count > len(groups(runs)):
+        raise UsageError(f"invalid --parallel {count}: the plan has {len(groups(runs))} (point, repeat) groups, so "
+                         f"at most {len(groups(runs))} labs")
 
 
-def _interruptible(folder: Path, body: Callable[[], bool]) -> bool:
-    try:
-        with signals.terminate_interrupts():
-            return body()
-    except KeyboardInterrupt:
-        raise session.SweepInterrupted(folder) from None
+@dataclass
+class Result:
+    """What the labs did, for the sweep's finish (lab/run/sweep.py)."""
+
+    outcome: runner.Outcome
+    error: str  # the labs' errors, one per lab ("" when none)
+    own: Environment | None  # the facts of the sweep's own lab (the first lab that reported them)
+    labs: dict[str, Any]  # per lab: {runs, joined_s, error, facts} (the manifest's Labs section)
+    teardown_problems: list[str]
 
 
-def resume(folder: Path) -> tuple[Path, bool]:
-    manifest = store.read_manifest(folder).doc()  # the sweep's working copy
-    s = validate(manifest["scenario"], str(folder / store.MANIFEST))
-    every = plan(s)
-    kept = store.completed_runs(store.load_runs(folder, report_torn=True), {r.key for r in every})
-    store.rewrite_runs(folder, list(kept.values()))
-    todo = [r for r in every if r.key not in kept]
-    lab.require_up()
-    lab.ensure_available(s.clients, s.servers)
-    count = min(int(manifest["parallel"]["labs"]), max(1, len(groups(todo))))
-    manifest["parallel"]["instances"] = pick_labs(count)
-    manifest.update(status="running")
-    manifest.pop("stopped_by", None)
-    session.note_resume(folder, manifest)
-    terminal.info(f"resuming {s.name}: {len(kept)} runs done, {len(todo)} to go, over {count} labs")
-    return folder, _interruptible(folder, lambda: _run(folder, s, manifest, todo, len(kept)))
-
-
-def _run(folder: Path, s: Scenario, manifest: dict[str, Any], todo: list[PlannedRun], done: int) -> bool:
-    total = int(manifest["planned_runs"])
+def run(folder: Path, s: Scenario, todo: list[PlannedRun], numbers: list[int], calls: Callbacks) -> Result:
+    """Run `todo` over the labs `numbers` (the first this process's own, up; the others brought up here and taken
+    down as soon as they have no more work, and in any case before this returns). Ctrl-C (or SIGTERM): the
+    workers are stopped, the outcome is "interrupted"; a group not finished is not recorded."""
     logs = folder / "labs"
     logs.mkdir(exist_ok=True)
-    numbers = list(manifest["parallel"]["instances"])
     labs = [_Lab(k, logs) for k in numbers]
-    queue = _queue(todo)
-    log, aside = store.RunLog(folder), store.RunLog(folder, store.HOST_BOUND)
-    live = Publisher.for_sweep(s.name, total, manifest.get("x_name", "point"), "")
-    failures = 0
+    shared = _Shared(_queue(todo), calls, parts=_parts(s))
     t0 = time.monotonic()
+    threads = [threading.Thread(target=_drive, args=(lab_, folder, shared, t0, i > 0), daemon=True)
+               for i, lab_ in enumerate(labs)]
     interrupted = False
-    with session.progress_bar() as progress:
-        task = progress.add_task(f"{s.name} ({len(labs)} labs)", total=total, completed=done, failures=0, eta=None)
-        write = threading.Lock()
-
-        def record(rec: RunRecord) -> None:
-            nonlocal failures
-            with write:
-                log.append(rec)
-                failures += rec.status not in ("ok", "unsupported")
-                finished = progress.tasks[0].completed + 1 - done
-                eta = (time.monotonic() - t0) / finished * (total - done - finished)
-                progress.update(task, advance=1, failures=failures, eta=eta)
-                with contextlib.suppress(Exception):
-                    live.record(rec)
-
-        def set_aside(rec: RunRecord) -> None:
-            with write:
-                aside.append(rec)
-
-        shared = _Shared(queue, record, set_aside, parts=_parts(s))
-        threads = [threading.Thread(target=_drive, args=(lab_, folder, shared, t0, i > 0), daemon=True)
-                   for i, lab_ in enumerate(labs)]
-        try:
-            live.begin(store.load_runs(folder), todo, fresh=done == 0)
+    try:
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
             for t in threads:
-                t.start()
-            while any(t.is_alive() for t in threads):
-                for t in threads:
-                    t.join(timeout=0.2)
-        except KeyboardInterrupt:
-            interrupted = True
-            with signals.held_signals():
-                shared.stopping.set()
-                _stop_workers(labs)
-                for t in threads:
-                    t.join(timeout=120)
-        finally:
-            with signals.held_signals():  # the sweep's end is written whole, whatever arrives (or fails) meanwhile
-                log.close()
-                aside.close()
-                down_problems = _take_down([lab_ for lab_ in labs[1:] if not lab_.down])
-                down_problems += [lab_.down_problem for lab_ in labs if lab_.down_problem]
-                left = [k for g in queue for k in g]
-                complete = not left and not interrupted
-                errors = _finalize(folder, manifest, labs, complete, interrupted, down_problems, t0)
-                with contextlib.suppress(Exception):
-                    live.finish(complete)
-    for problem in down_problems:
-        terminal.warning(problem)
-    if interrupted:
-        raise KeyboardInterrupt
-    if left:
-        raise runner.EnvironmentFailure(
-            f"{len(left)} runs not done: {'; '.join(errors) or 'no lab was left to run them'}; fix the lab "
-            f"(`quiclab status`) and continue with: quiclab sweep --resume {folder}")
-    return complete
-
-
-def _finalize(folder: Path, manifest: dict[str, Any], labs: list[_Lab], complete: bool, interrupted: bool,
-              down_problems: list[str], t0: float) -> list[str]:
-    """The sweep's manifest (each lab's facts and share, the end state) and its report; returns the labs' errors."""
+                t.join(timeout=0.2)
+    except KeyboardInterrupt:
+        interrupted = True
+        with signals.held_signals():
+            shared.stopping.set()
+            _stop_workers(labs)
+            for t in threads:
+                t.join(timeout=120)
+    finally:
+        with signals.held_signals():  # every lab this sweep brought up is taken down, whatever arrives meanwhile
+            problems = _take_down([lab_ for lab_ in labs[1:] if not lab_.down])
+            problems += [lab_.down_problem for lab_ in labs if lab_.down_problem]
     errors = [f"lab {lab_.number}: {lab_.error}" for lab_ in labs if lab_.error]
-    own = labs[0].facts or next((lab_.facts for lab_ in labs if lab_.facts), None) or {}
-    manifest.update(own)
-    manifest["labs"] = {str(lab_.number): {"runs": lab_.runs, "joined_s": lab_.joined_s, "error": lab_.error,
-                                           "facts": lab_.facts} for lab_ in labs}
-    records = store.load_runs(folder)  # runs.csv as the sweep left it, read once here
-    manifest.update(status="complete" if complete else "interrupted" if interrupted else "stopped",
-                    finished_at=session.now(), wall_s=round(time.monotonic() - t0, 1),
-                    completed_runs=len([r for r in records if store.is_result(r)]))
-    if errors and not complete:
-        manifest["stopped_by"] = "; ".join(errors)
-    if down_problems:
-        manifest["teardown_problems"] = down_problems
-    store.write_manifest(folder, manifest)
-    if complete:
-        explained = explain_folder.after_sweep(folder, records, tshark.fields)
-        if explained:
-            terminal.info(explained)
-    build_report(folder)
-    return errors
+    left = sum(len(g) for g in shared.queue)
+    outcome: runner.Outcome = "interrupted" if interrupted else "environment" if left else "complete"
+    error = (f"{left} runs not done: {'; '.join(errors) or 'no lab was left to run them'}" if outcome == "environment"
+             else "; ".join(errors) if outcome != "complete" else "")
+    own = next((lab_.facts for lab_ in labs if lab_.facts), None)
+    return Result(outcome, error, Environment.model_validate(own) if own else None,
+                  {str(lab_.number): {"runs": lab_.runs, "joined_s": lab_.joined_s, "error": lab_.error,
+                                      "facts": lab_.facts} for lab_ in labs}, problems)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -46,6 +46,16 @@ from lab.workloads.spec import Workload
 
 
 @dataclass
+class ProbeState:
+    """What the probes carry from one run to the next, per sweep (the runner's Context holds it; `quiclab run` has
+    its own): the link's counters when the last run ended (None before the first). What crossed the link since is
+    the tail of that run (e.g. an HTTP/3 server still sending to a client that left, its CONNECTION_CLOSE lost) or
+    another command's traffic."""
+
+    last_end: counters.Snapshot | None = None
+
+
+@dataclass
 class RunContext:
     """What the probes of one run see: the plan, what was put in force, and (as the run goes) what it produced."""
 
@@ -64,6 +74,7 @@ class RunContext:
     ev: capture.Evidence | None = None
     adv: Conditions | None = None
     result: TransferResult | None = None
+    state: ProbeState = field(default_factory=ProbeState)  # carried over from the sweep's previous run
 
     @property
     def protocol(self) -> Protocol:
@@ -113,10 +124,6 @@ def wire_counters(backend: str) -> counters.Snapshot | None:
         return None
 
 
-#: The link's counters when this process's last run ended (None before the first): what crossed it since is the
-#: tail of that run (e.g. an HTTP/3 server still sending to a client that left, its CONNECTION_CLOSE lost) or
-#: another command's traffic.
-_last_end: list[counters.Snapshot | None] = [None]
 #: More packets than this between one run's end and the next run's start: wait for the link to go quiet first.
 TAIL_PACKETS = 20
 #: ... checking every SETTLE_POLL_S, until no packet moved in one poll, for at most SETTLE_MAX_S.
@@ -128,12 +135,12 @@ def _moved(a: counters.Snapshot, b: counters.Snapshot) -> int:
                                                                      - a.down.packets - a.up.packets)
 
 
-def settle(backend: str, now: counters.Snapshot | None) -> counters.Snapshot | None:
+def settle(backend: str, now: counters.Snapshot | None, prev: counters.Snapshot | None) -> counters.Snapshot | None:
     """The counters to start a run from: at once when the link was quiet since the last run ended (no cost),
     else after the previous run's tail has passed (no packet in SETTLE_POLL_S; at most SETTLE_MAX_S, outside the
     run's timed transfer). Without this a QUIC server's last burst to a client that had left crossed into the next
-    run, which the other-traffic check then took for another command (yu at 5 % loss, 200 ms: 303-439 packets)."""
-    prev = _last_end[0]
+    run, which the other-traffic check then took for another command (yu at 5 % loss, 200 ms: 303-439 packets).
+    `prev`: the counters when the previous run ended (ProbeState.last_end)."""
     if prev is None or now is None or _moved(prev, now) <= TAIL_PACKETS:
         return now
     deadline = time.monotonic() + SETTLE_MAX_S
@@ -220,11 +227,11 @@ class LinkCounters(Probe):
     def before(self, rc: RunContext) -> None:
         now = wire_counters(rc.backend)
         # competing flows (or the caller's own probe) are already on the link by design: nothing to wait out
-        self.start = now if _others_expected(rc) else settle(rc.backend, now)
+        self.start = now if _others_expected(rc) else settle(rc.backend, now, rc.state.last_end)
 
     def after(self, rc: RunContext) -> None:
         self.end = wire_counters(rc.backend)
-        _last_end[0] = self.end
+        rc.state.last_end = self.end
 
     def settled(self, rc: RunContext) -> None:
         # what the run moves toward the client: every object, twice for resume/0rtt (two connections)

@@ -22,7 +22,8 @@ from lab.plan.plan import plan
 from lab.plan.scenario import Scenario
 from lab.results import store
 from lab.results.folder import Manifest, write_atomic, write_json
-from lab.results.verdict import Judgement, Margins, judge_sweeps, verdict_table
+from lab.results.report import judge_sweeps
+from lab.results.verdict import Judgement, Margins, verdict_table
 from lab.run import environment
 
 REPORT_MD = "reproduce.md"
@@ -152,13 +153,16 @@ def markdown(r: Reproduction) -> str:
              f"Original: `{r.original}`; reproduction: `{r.reproduction}`.", "",
              f"**{s.equivalent} of {s.points} points equivalent ({s.share:.0%})**, {s.differ} differ; metrics: "
              f"{j.tally}. Margins: medians ±{m.median:.0%}, p95 ±{m.p95:.0%}, TTFB ±max({m.ttfb_ms:g} ms, "
-             f"{m.median:.0%}); CIs at {1 - 2 * m.alpha:.0%} (TOST), rank test at alpha = {m.alpha:g} "
-             "(docs/results.md \"Do two sweeps agree?\").", ""]
+             f"{m.median:.0%}); CIs at {1 - 2 * m.alpha:.0%} (TOST); paired (the median per-pair ratio, a pair "
+             "being one repeat over one link seed in both sweeps) where every run has its partner, else unpaired "
+             f"(Hodges-Lehmann, rank test at alpha = {m.alpha:g}) (docs/results.md \"Do two sweeps agree?\").", ""]
     lines += ["## What differs from the original's lab", ""]
     lines += [f"- {_cell(d)}" for d in r.differences] or ["- nothing recorded differs"]
     cols, rows = verdict_table(j)
     lines += ["", "## Verdicts", "", "| " + " | ".join([*cols, "why"]) + " |", "|" + "---|" * (len(cols) + 1)]
     for row, cells in zip(j.rows, rows, strict=True):
         why = row.reason if row.verdict != "equivalent" else ""
+        if row.design == "unpaired" and row.pairing.startswith("unpaired (pairing broken"):
+            why = f"{row.pairing}; {why}" if why else row.pairing
         lines.append("| " + " | ".join(_cell(c) for c in [*cells, why]) + " |")
     return "\n".join(lines) + "\n"

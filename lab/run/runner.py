@@ -38,13 +38,11 @@ from lab.results.schema import RunRecord
 from lab.results.store import RunLog
 from lab.run import hostload
 from lab.run import workload as workloads
-from lab.run.probes import RunContext, probes
+from lab.run.probes import ProbeState, RunContext, probes
 from lab.run.sender import SenderControl
 from lab.run.transfer import run_transfer, stop_clients
 from lab.signals import Stops, deferred_interrupt
 from lab.workloads.spec import handles
-
-CURL_TIMEOUT_EXIT = 28
 
 
 @dataclass
@@ -63,6 +61,9 @@ class Context:
     # the fidelity guard (lab/run/hostload.py): a host-bound run is run again (repeat), only flagged, or not judged
     host_guard: str = "repeat"
     host_bound_log: Callable[[RunRecord], None] = lambda _rec: None  # where flagged attempts go (not results)
+    # `quiclab run`: the link in force (the user's `quiclab shape`) is the run's: read back, not applied
+    link_in_force: bool = False
+    probe_state: ProbeState = field(default_factory=ProbeState)  # what the probes carry from run to run
 
     def cc_of(self, implementation: str, protocol: Protocol) -> str:
         """"unknown" if the manifest does not say; "none" if the implementation has no such transport."""
@@ -71,14 +72,17 @@ class Context:
         return self.cc[implementation].get("quic" if protocol is Protocol.H3 else "tcp") or "none"
 
 
-def identity(run: PlannedRun, ctx: Context, backend: str, link: Link, started: str) -> dict[str, Any]:
-    """The run's identity and the link in force: the columns known before it runs."""
+def identity(run: PlannedRun, ctx: Context, backend: str, link: Link | None, started: str) -> dict[str, Any]:
+    """The run's identity and the link in force: the columns known before it runs (link None: not known, netem's
+    qdiscs in force for `quiclab run`, which cannot be read back as a link: its columns empty)."""
+    known = link is not None
     return dict(
         sweep=ctx.sweep, run_key=run.key, point=run.point.index, point_label=run.point.label,
         x_name=run.point.x_name, x=run.point.x, protocol=run.protocol.value, client=run.client, server=run.server,
         repeat=run.repeat, order=run.order, seed=run.seed, shaper=backend,
-        rate_bps=link.downlink.effective_rate_bps, rtt_s=link.rtt_s, loss_pct=link.downlink.loss.mean * 100,
-        jitter_s=link.downlink.jitter_s, link=json.dumps(linkem.to_json(link), separators=(",", ":")),
+        rate_bps=link.downlink.effective_rate_bps if known else None, rtt_s=link.rtt_s if known else None,
+        loss_pct=link.downlink.loss.mean * 100 if known else None, jitter_s=link.downlink.jitter_s if known else None,
+        link=json.dumps(linkem.to_json(link), separators=(",", ":")) if known else "",
         size_bytes=run.point.size, cc_client=ctx.cc_of(run.client, run.protocol),
         cc_server=ctx.cc_of(run.server, run.protocol), started_at=started, timeout_s=ctx.timeout_for(run),
         workload=workloads.workload_of(run.point).label(), lab_instance=config.INSTANCE.number)
@@ -129,24 +133,31 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
     started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
     t0 = time.monotonic()
     link = run.link()
+    planned: Link | None = None if ctx.link_in_force else link  # (the link columns of a run that does not run)
     why = why_unsupported(run)
     if why:  # this combination cannot run: recorded as such, not run, not a failure
-        return RunRecord(**identity(run, ctx, ctx.shaper, link, started), **not_run(why))
+        return RunRecord(**identity(run, ctx, ctx.shaper, planned, started), **not_run(why))
     server = registry().server(run.server)
     try:
         plan = sender_cc.resolve(server, run.protocol, run.point.settings.get("cc"))
         # before the link and the transfer: never in the timed part (a qlog instance, if any, takes the algorithm)
         sender = ctx.sender.prepare(server, plan, instance=not (server.qlog and "qlog" in ctx.capture))
         if sender.unsupported:
-            return RunRecord(**identity(run, ctx, ctx.shaper, link, started), **not_run(sender.unsupported))
-        choice, applied = shaper.apply(link, ctx.shaper)
-        rc = RunContext(run=run, server=server, workload=workloads.workload_of(run.point), backend=choice.backend,
-                        applied=applied, started_at=started, folder=ctx.folder,
+            return RunRecord(**identity(run, ctx, ctx.shaper, planned, started), **not_run(sender.unsupported))
+        if ctx.link_in_force:
+            backend, in_force = shaper.in_force()
+            applied = in_force if isinstance(in_force, Link) else None
+        else:
+            choice, applied = shaper.apply(link, ctx.shaper)
+            backend = choice.backend
+        rc = RunContext(run=run, server=server, workload=workloads.workload_of(run.point), backend=backend,
+                        applied=applied or link, started_at=started, folder=ctx.folder,
                         cc_claim=ctx.cc_of(run.server, run.protocol), senders=ctx.sender, sender=sender,
-                        other_traffic=ctx.other_traffic)
+                        other_traffic=ctx.other_traffic, state=ctx.probe_state)
         result, columns = _run_with_probes(rc, ctx)
         measured = outcome(result, time.monotonic() - t0)
-        return RunRecord(**columns({**identity(run, ctx, choice.backend, link, started), **measured}))
+        return RunRecord(**columns({**identity(run, ctx, backend, applied if ctx.link_in_force else link, started),
+                                    **measured}))
     except UsageError:
         raise  # a bad value that slipped through validation: stop the sweep with it
     except QuiclabError as e:
@@ -238,6 +249,14 @@ def _judge_host(rec: RunRecord, load: hostload.Load | None, ctx: Context) -> tup
     return dataclasses.replace(rec, **busy, host_bound=why), why
 
 
+def one_attempt(run: PlannedRun, ctx: Context) -> tuple[RunRecord, str]:
+    """One attempt at a run (execute) judged by the fidelity guard: its record, and why the host was the bottleneck
+    ("": it was not). A sweep's run loop and `quiclab run` both run a run so."""
+    load_before = hostload.sample()
+    rec = execute(run, ctx)
+    return _judge_host(rec, hostload.between(load_before, hostload.sample()), ctx)
+
+
 def stop_everything() -> None:
     """After Ctrl-C or a lab failure in a sweep: no transfer left running, the link back to unimpaired."""
     stop_clients()
@@ -267,9 +286,7 @@ def run_all(runs: list[PlannedRun], ctx: Context, log: RunLog, on_done: Callable
                 attempt += 1
                 seen = stops.count
                 try:
-                    load_before = hostload.sample()
-                    rec = execute(run, ctx)
-                    rec, host_bound = _judge_host(rec, hostload.between(load_before, hostload.sample()), ctx)
+                    rec, host_bound = one_attempt(run, ctx)
                 except KeyboardInterrupt:
                     return Finish("interrupted")
                 except EnvironmentFailure as e:

@@ -57,7 +57,7 @@ def _read(container: str, path: str) -> str:
     try:
         return agent.run(container, ["cat", path], timeout_s=docker.EXEC_TIMEOUT_S).strip()
     except docker.DockerError as e:
-        raise EnvironmentProblem(f"cannot read {path} in {container}: {(e.stderr or str(e)).strip()[:200]}") from None
+        raise EnvironmentProblem(f"cannot read {path} in {container}: {e.reason(200)}") from None
 
 
 class SenderControl:
@@ -82,7 +82,7 @@ class SenderControl:
                                                timeout_s=HELPER_TIMEOUT_S).strip()
             except docker.DockerError as e:
                 raise EnvironmentProblem(f"cannot read the kernel's default TCP congestion control in a new network "
-                                         f"namespace: {(e.stderr or str(e)).strip()[:200]}") from None
+                                         f"namespace: {e.reason(200)}") from None
         return self._native
 
     def _helper_image(self) -> str:
@@ -107,7 +107,7 @@ class SenderControl:
                             security_opt=("systempaths=unconfined",), timeout_s=HELPER_TIMEOUT_S)
         except docker.DockerError as e:
             raise EnvironmentProblem(f"could not set {SYSCTL}={algorithm} in {container}'s network namespace: "
-                                     f"{' '.join((e.stderr or str(e)).split())[:200]}") from None
+                                     f"{e.reason(200)}") from None
         self._changed.add(container)
         self._known[container] = algorithm
 

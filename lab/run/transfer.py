@@ -39,12 +39,11 @@ def run_transfer(client: ClientAdapter, server: str, protocol: Protocol, size: i
         # the wrapper bounds the client by the timeout itself; the deadline here catches a frozen container
         out = agent.run(client.container, client.command(request), timeout_s=timeout_s + EXEC_MARGIN_S)
     except docker.DockerError as e:
-        message = (e.stderr or str(e)).strip()
         if e.return_code != UNSUPPORTED_EXIT:
             # the wrappers always print a JSON line and exit 0: a non-zero exit is the harness or Docker failing
             raise EnvironmentProblem(f"could not run {client.name} in {client.container} (exit {e.return_code}): "
-                                     f"{' '.join(message.split())[:300]}") from None
-        report = ClientReport(exit_code=UNSUPPORTED_EXIT, error=f"unsupported: {message or 'exit code 127'}")
+                                     f"{e.reason()}") from None
+        report = ClientReport(exit_code=UNSUPPORTED_EXIT, error=f"unsupported: {e.reason()}")
     else:
         report = client.parse(out)
         if report.exit_code == -1:  # no JSON line: the wrapper did not finish (killed, container stopping)

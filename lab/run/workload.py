@@ -89,7 +89,7 @@ def run_workload(adapter: ClientAdapter, server: str, protocol: Protocol, w: Wor
     try:
         out = agent.run(adapter.container, argv, timeout_s=timeout_s + EXEC_MARGIN_S + 30)
     except docker.DockerError as e:
-        message = " ".join((e.stderr or str(e)).split())[:300]
+        message = e.reason(300)
         if e.return_code == UNSUPPORTED_EXIT:
             return _unsupported(adapter, server, protocol, w, w.total_bytes(point_size), message)
         raise EnvironmentProblem(f"could not run {adapter.name} in {adapter.container} (exit {e.return_code}): "

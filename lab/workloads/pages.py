@@ -35,7 +35,7 @@ def ensure(n: int, size: int) -> dict[str, str]:
                                                            str(n), str(size)], timeout_s=120 + n * size / 20e6)
         except docker.DockerError as e:
             raise EnvironmentProblem(f"could not make the page of {n} x {size} bytes on the server: "
-                                     f"{(e.stderr or '').strip() or e}") from None
+                                     f"{e.reason()}") from None
         sums = parse_sums(out)
         if list(sums) != [str(i) for i in range(n)]:
             raise EnvironmentProblem(f"the server's page of {n} x {size} bytes has a malformed manifest")
@@ -51,7 +51,7 @@ def changed(n: int, size: int) -> str | None:
         now = parse_sums(docker.exec_in(config.SERVER_CONTAINER,
                                         ["cat", f"/srv/www{path_for(n, size)}SHA256SUMS"]))
     except docker.DockerError as e:
-        return f"cannot read the page's manifest on the server: {(e.stderr or '').strip() or e}"
+        return f"cannot read the page's manifest on the server: {e.reason()}"
     if now != _cache[(n, size)]:
         del _cache[(n, size)]
         return f"the page of {n} x {size} bytes on the server changed under the sweep"

@@ -27,7 +27,7 @@ from lab.plan.checks import validate
 from lab.protocols import Protocol
 from lab.results import store
 from lab.results.schema import RunRecord
-from lab.run import session
+from lab.run import sweep as lifecycle
 from lab.run.sender import SOURCE_CLAIM, SOURCE_CMDLINE, SOURCE_NETNS, SenderControl
 from lab.run.transfer import run_transfer
 
@@ -43,7 +43,7 @@ def sweep(tmp_path: Path, **scenario: Any) -> tuple[Path, list[RunRecord]]:
     deadline = time.monotonic() + LOCK_WAIT_S
     while True:
         try:
-            folder, complete = session.start(s, None, tmp_path)
+            folder, complete = lifecycle.start(s, None, tmp_path)
             break
         except lock.LabBusy:
             if time.monotonic() > deadline:

@@ -15,6 +15,7 @@ from lab.endpoints import get_client
 from lab.link import router, shaper
 from lab.link.spec import parse_link
 from lab.protocols import Protocol
+from lab.results.schema import COLUMNS
 from lab.run.transfer import run_transfer
 
 from .conftest import quiclab_popen
@@ -37,8 +38,10 @@ def test_cli_h3_10MB_json(clean_link):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout.strip())
-    assert doc["http_version"] == "3" and doc["bytes"] == 10_000_000
-    assert doc["sha256"] == doc["sha256_expected"] and len(doc["sha256"]) == 64
+    assert doc["status"] == "ok" and doc["http_version"] == "3" and doc["bytes"] == 10_000_000 and doc["sha256_ok"]
+    # the record whole, as a sweep's runs.csv row: the sender's CC read back and the link's counters included
+    assert list(doc) == list(COLUMNS)
+    assert doc["cc_sender"] and doc["cc_sender_source"] and doc["wire_down_bytes"] > 10_000_000
 
 
 def test_ctrl_c_stops_the_transfer_and_says_so(clean_link):

@@ -137,7 +137,11 @@ def test_a_failed_command_is_one_docker_error_with_python_on_whales_fields_and_m
     assert e.return_code == 3 and e.stderr == "Error: no such thing\n" and e.stdout == ""
     assert e.docker_command == [str(fake_docker), "exec", "fail", "ls"]
     theirs = DockerException([str(fake_docker), "exec", "fail", "ls"], 3, b"", b"Error: no such thing\n")
-    assert str(e) == str(theirs)  # a caller's `(e.stderr or str(e))` reads as before
+    assert str(e) == str(theirs)
+    # what every message quotes: the stderr on one line, cut to the limit; no stderr: the exit code
+    assert e.reason() == "Error: no such thing" and e.reason(5) == "Error"
+    assert docker.DockerError(["docker", "x"], 4, "", " \n ").reason() == "exit code 4"
+    assert docker.DockerError(["docker", "x"], 1, None, "a\n  b\n").reason() == "a b"
 
 
 def test_exec_in_times_out(fake_docker: Path):

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from lab import config
 from lab.errors import UsageError
@@ -134,18 +135,35 @@ def test_what_a_sweep_writes_is_a_valid_manifest(tmp_path):
     from lab.plan import shard
     from lab.plan.checks import validate
     from lab.plan.plan import plan
-    from lab.run import session
+    from lab.run import sweep
 
     s = validate({"name": "t", "repeats": 2, "sweep": {"loss": ["0%", "1%"]}}, "t")
     every = plan(s)
-    doc = session.new_manifest(s, None, len(every), tmp_path)
-    doc.update(shard.manifest_fields(s, every, shard.ShardSpec(1, 2)))
-    doc.update(status="complete", finished_at=session.now(), completed_runs=3, wall_s=1.5, resumed_at=[session.now()],
-               parallel={"labs": 2, "instances": [1, 2], "auto": False}, stopped_by="x", teardown_problems=["y"],
-               images={"router": {"id": "sha256:0", "name": "quiclab/router"}},
-               resumed_git=[{"commit": "0" * 40, "dirty": False}])
-    m = fmt.as_manifest(doc)
-    assert m.doc() == json.loads(fmt.json_text(doc)) and m.shard and m.shard["index"] == 1
+    m = fmt.Manifest()
+    m.put(sweep._sweep_section(s, None, every, shard.ShardSpec(1, 2), tmp_path, "flag"))
+    m.put(fmt.End(status="complete", finished_at=sweep.now(), completed_runs=3, wall_s=1.5, resumed_at=[sweep.now()],
+                  stopped_by="x", teardown_problems=["y"], resumed_git=[{"commit": "0" * 40, "dirty": False}]))
+    m.put(fmt.Labs(parallel={"labs": 2, "instances": [1, 2], "auto": False}))
+    m.put(fmt.Environment(images={"router": {"id": "sha256:0", "name": "quiclab/router"}}, shaper="linkem"))
+    doc = m.doc()
+    assert fmt.as_manifest(json.loads(fmt.json_text(doc))).doc() == doc and m.shard and m.shard["index"] == 1
+    assert doc["planned_runs"] == len(shard.ShardSpec(1, 2).select(every)) and doc["host_guard"] == "flag"
+
+
+def test_each_key_has_one_section_and_a_section_is_written_whole(tmp_path):
+    owners: dict[str, str] = {}
+    for section in fmt.SECTIONS:
+        for key in section.model_fields:
+            assert key not in owners, f"{key} in {owners.get(key)} and {section.__name__}"
+            owners[key] = section.__name__
+    assert set(owners) == set(fmt.Manifest.model_fields)
+    m = fmt.as_manifest({"scenario": {"name": "s"}, "status": "stopped", "stopped_by": "the router", "odd": 1})
+    m.put(fmt.End(status="running", resumed_at=["t"]))  # stopped_by is not given: removed
+    assert m.doc() == {"scenario": {"name": "s"}, "status": "running", "odd": 1, "resumed_at": ["t"]}
+    assert m.section(fmt.End) == fmt.End(status="running", resumed_at=["t"])
+    write_manifest(_folder_with(tmp_path, None), m)
+    with pytest.raises(ValidationError):
+        fmt.End(status=3)
 
 
 @pytest.mark.parametrize(("content", "needle"), [

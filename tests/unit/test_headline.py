@@ -1,5 +1,6 @@
-"""report.html opens with one sentence per point and pair (issue 25 point 4): a difference stated only when the
-paired ratio's CI lies wholly on one side of 1, with its numbers; then the plots, then the tables."""
+"""report.html opens with one sentence per point and pair (issue 25 point 4) by the one comparison rule (issue 37:
+lab/results/verdict.py, as `compare` and the atlas): a difference stated only when the paired CI lies wholly
+outside +-10 %, equivalence when wholly inside, with its numbers; then the plots, then the tables."""
 
 from __future__ import annotations
 
@@ -36,7 +37,25 @@ def test_slower_is_said_too_and_an_interval_spanning_one_is_no_difference() -> N
     (slow,) = sentences(sweep([2.0, 2.2, 2.4, 2.6, 2.8], [1.0, 1.1, 1.2, 1.3, 1.4]))
     assert "HTTP/3 was 100 % slower than HTTP/2" in slow
     (none,) = sentences(sweep([1.0, 1.3, 0.9, 1.2, 1.0], [1.1, 1.0, 1.0, 1.0, 1.2]))
-    assert "no difference between HTTP/3 and HTTP/2 shown at this n" in none
+    assert "no verdict between HTTP/3 and HTTP/2 at this n" in none and "crosses \u00b110 %" in none
+
+
+def test_a_difference_inside_the_margin_is_equivalence_not_faster() -> None:
+    """The issue's two rules: a paired CI of 0.973-0.996 excludes 1 but lies inside +-10 %: compare called that
+    equivalent while "In short" said "1.47 % faster". One rule now: equivalent."""
+    (s,) = sentences(sweep([0.985, 0.975, 0.99, 0.995, 0.98], [1.0] * 5))
+    assert "HTTP/3 and HTTP/2 equivalent within \u00b110 % (0.909\u20131.10)" in s
+    assert "faster" not in s and "5 pairs" in s
+
+
+def test_runs_over_other_link_seeds_are_judged_unpaired_and_say_so() -> None:
+    recs = sweep([1.0, 1.1, 1.2, 1.3, 1.4], [2.0, 2.2, 2.4, 2.6, 2.8])
+    for r in recs:
+        if r.protocol == "h2":
+            r.seed += 100
+    (s,) = sentences(recs)
+    assert "HTTP/3 was" in s and "unpaired (pairing broken: link seeds differ at 5 of 5 repeats)" in s
+    assert "(90.5 %)" in s  # the Hodges-Lehmann interval's exact level at 5 runs a side
 
 
 def test_the_report_opens_with_the_sentences_then_plots_then_tables() -> None:

@@ -117,3 +117,13 @@ def test_only_the_entry_point_imports_the_cli():
     users = sorted(m for m, targets in graph().items()
                    if any(t == "lab.cli" or t.startswith("lab.cli.") for t in targets) and not m.startswith("lab.cli"))
     assert users == ["lab.__main__"]
+
+
+def test_a_sweeps_lifecycle_is_above_the_lab_session_and_the_parallel_coordination():
+    """lab/run/sweep.py owns a sweep (start, resume, the one finish, the progress bar, the live push); the parallel
+    labs' coordination and the lab session import nothing of it: what they report goes up through callbacks."""
+    edges = graph()
+    above = ("lab.run.sweep", "lab.observe", "lab.results.report", "lab.explain")
+    for module in ("lab.run.parallel", "lab.run.lab_session", "lab.run.runner"):
+        assert not [t for t in edges[module] if any(t == a or t.startswith(a + ".") for a in above)], module
+    assert "lab.run.session" not in edges  # the one-lab copy of the lifecycle is gone

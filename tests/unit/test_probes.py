@@ -69,23 +69,30 @@ def _snap(udp: int) -> object:
 def test_a_quiet_link_starts_the_run_at_once_and_a_previous_runs_tail_is_waited_out(monkeypatch) -> None:
     sleeps: list[float] = []
     monkeypatch.setattr(probes.time, "sleep", sleeps.append)
-    monkeypatch.setattr(probes, "_last_end", [_snap(1000)])
+    last = _snap(1000)
     quiet = _snap(1010)  # 10 packets since the last run ended: nothing to wait for
-    assert probes.settle("linkem", quiet) is quiet and sleeps == []  # type: ignore[arg-type]
+    assert probes.settle("linkem", quiet, last) is quiet and sleeps == []  # type: ignore[arg-type]
     reads = iter([_snap(1400), _snap(1450), _snap(1450)])  # a QUIC server's tail, then quiet
     monkeypatch.setattr(probes, "wire_counters", lambda backend: next(reads))
-    start = probes.settle("linkem", _snap(1300))  # type: ignore[arg-type]
+    start = probes.settle("linkem", _snap(1300), last)  # type: ignore[arg-type]
     assert start is not None and start.by_protocol["udp"] == 1450 and len(sleeps) == 3
-    monkeypatch.setattr(probes, "_last_end", [None])  # the first run of a process: nothing to compare
-    assert probes.settle("linkem", quiet) is quiet  # type: ignore[arg-type]
+    assert probes.settle("linkem", quiet, None) is quiet  # type: ignore[arg-type]  # a sweep's first run
 
 
 def test_a_run_with_competing_flows_does_not_wait_for_a_quiet_link(monkeypatch) -> None:
     """Competing flows start with the run's conditions, before its probes: waiting for quiet would let them run
     alone for the whole wait (the fairness test saw its shares change)."""
-    monkeypatch.setattr(probes, "_last_end", [_snap(0)])
     monkeypatch.setattr(probes, "wire_counters", lambda backend: _snap(5000))
     monkeypatch.setattr(probes, "settle", lambda *a: (_ for _ in ()).throw(AssertionError("waited")))
     p = probes.LinkCounters()
-    p.before(SimpleNamespace(backend="linkem", other_traffic=False, adv=SimpleNamespace(flows=object())))  # type: ignore[arg-type]
+    p.before(SimpleNamespace(backend="linkem", other_traffic=False, adv=SimpleNamespace(flows=object()),  # type: ignore[arg-type]
+                             state=probes.ProbeState(_snap(0))))
     assert p.start is not None and p.start.by_protocol["udp"] == 5000
+
+
+def test_the_last_runs_end_is_kept_per_sweep(monkeypatch) -> None:
+    """Each sweep (each runner Context, each lab's worker, `quiclab run`) waits out its own previous run's tail."""
+    monkeypatch.setattr(probes, "wire_counters", lambda backend: _snap(700))
+    mine, other = probes.ProbeState(), probes.ProbeState()
+    probes.LinkCounters().after(SimpleNamespace(backend="linkem", state=mine))  # type: ignore[arg-type]
+    assert mine.last_end is not None and mine.last_end.by_protocol["udp"] == 700 and other.last_end is None

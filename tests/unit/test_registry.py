@@ -278,7 +278,7 @@ def test_run_records_have_the_registry_cc():
 
 def test_summary_lists_the_implementations_and_old_manifests_still_resume():
     from lab.results.summary import implementations_table, summary_markdown
-    from lab.run.session import cc_by_implementation as _cc
+    from lab.run.lab_session import cc_by_implementation as _cc
 
     manifest = {"implementations": {
         "gtlsclient": {"role": "client", "protocols": ["h3"], "version": "ngtcp2-client 1.11.0-1",

@@ -156,7 +156,7 @@ def test_the_clis_help_names_every_implementation_and_alias(command: str):
 JUSTIFIED = {
     ("plan/scenario.py", frozenset({"curl"})): "a scenario's default clients (the registry has no default)",
     ("plan/scenario.py", frozenset({"nginx"})): "a scenario's default servers (the registry has no default)",
-    ("run/session.py", frozenset({"curl", "nginx"})): "older manifests' congestion control, which named these two",
+    ("run/lab_session.py", frozenset({"curl", "nginx"})): "older manifests' congestion control, which named these two",
     ("bench/overhead.py", frozenset({"curl"})): "the curl command (curl --version), not an implementation",
     ("link/linkem.py", frozenset({"curl"})): "the curl command for linkem's HTTP API, not an implementation",
     ("optional.py", frozenset({"aioquic", "haproxy"})): "the on-demand parts (compose profiles) are named after the "

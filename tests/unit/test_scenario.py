@@ -139,16 +139,16 @@ def test_sweep_cli_bad_scenario_file(tmp_path: Path):
 def test_one_shaper_per_sweep(monkeypatch):
     """auto never mixes netem and linkem inside one sweep: a point netem cannot emulate puts every point on linkem."""
     from lab.link import router
-    from lab.run import session
+    from lab.run import lab_session
 
     monkeypatch.setattr(router, "has_netem", lambda: True)
     plain = validate({"name": "t", "sweep": {"loss": ["0%", "1%"]}}, "t")
-    assert session.resolve_shaper(plain).backend == "netem"
+    assert lab_session.resolve_shaper(plain).backend == "netem"
     mixed = validate({"name": "t", "link": {"rate": "10mbit"}, "sweep": {"spikes": ["off", "5s:200ms:10%"]}}, "t")
-    choice = session.resolve_shaper(mixed)
+    choice = lab_session.resolve_shaper(mixed)
     assert choice.backend == "linkem" and "every point" in choice.reason
     monkeypatch.setattr(router, "has_netem", lambda: False)
-    assert session.resolve_shaper(plain).backend == "linkem"
+    assert lab_session.resolve_shaper(plain).backend == "linkem"
 
 
 @pytest.mark.parametrize(("name", "candidates", "expected"), [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -10,8 +11,8 @@ from rich.cells import cell_len
 from lab import lab, terminal
 from lab.cli.run import _row
 from lab.errors import EnvironmentProblem
-from lab.models import TransferResult
-from lab.protocols import Protocol
+from lab.results.schema import RunRecord
+from tests.unit.test_stats import make_record
 
 NASTY = "results/[bold]x[/bold] [/] [red]y :thumbs_up: \\[z]"
 
@@ -35,17 +36,15 @@ def test_table_cells_titles_and_lines_are_plain(capsys):
     assert out.count(NASTY) == 3 and "a [b]" in out and "[ok]" in out
 
 
-def _result(failure: str, ok: bool = False, unsupported: bool = False) -> TransferResult:
-    return TransferResult(ok=ok, failure=failure, protocol=Protocol.H3, http_version="", client="curl",
-                          server="nginx", size=1, bytes=0, sha256_expected="", sha256="", handshake_s=None,
-                          ttfb_s=None, total_s=None, goodput_bps=None, wall_s=0.1, exit_code=7,
-                          unsupported=unsupported)
+def _result(failure: str, status: str = "failed") -> RunRecord:
+    return dataclasses.replace(make_record(), protocol="h3", status=status, failure=failure, total_s=None,
+                               http_version="", bytes=0, goodput_bps=None)
 
 
 def test_run_table_shows_failure_messages_whole(capsys):
     rows = [_row(_result("curl: (7) [/] failed to connect [bold]")),
-            _row(_result("unsupported: curl [x] does not speak HTTP/3", unsupported=True)),
-            _row(_result("", ok=True))]
+            _row(_result("curl [x] does not speak HTTP/3", status="unsupported")),
+            _row(_result("", status="ok"))]
     cols = ["asked", "used", "sender cc", "bytes", "handshake ms", "TTFB ms", "total ms", "goodput Mbit/s", "check"]
     terminal.table("run", cols, rows, right=cols[3:8], wrap=["check"], width=80)  # as `quiclab run` prints it
     out = capsys.readouterr().out

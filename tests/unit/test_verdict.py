@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from lab.errors import UsageError
+from lab.results.report import judge_sweeps
 from lab.results.schema import csv_text
 from lab.results.stats import Obs
 from lab.results.verdict import (
@@ -17,7 +18,6 @@ from lab.results.verdict import (
     Margins,
     hl_rank,
     judge_records,
-    judge_sweeps,
     margins_from_options,
     needed_per_side,
     p95_needed_per_side,
@@ -147,6 +147,13 @@ def records(times, ttfbs=None, protocol="h3", timeouts=0, timeout_s=60.0, **kw):
     return out
 
 
+def unpaired(rs):
+    """The same runs over other link seeds: no pairs with a sweep of the default seeds (the unpaired design)."""
+    for r in rs:
+        r.seed += 7777
+    return rs
+
+
 def noisy(n, scale=1.0, seed=0, sd=0.03):
     rng = np.random.default_rng(seed)
     return [float(scale * (1 + sd * z)) for z in rng.standard_normal(n)]
@@ -157,11 +164,12 @@ def by_metric(j: Judgement):
 
 
 def test_equal_samples_are_equivalent_at_n_10():
-    a, b = records(noisy(10, seed=1)), records(noisy(10, seed=2))
+    a, b = records(noisy(10, seed=1)), unpaired(records(noisy(10, seed=2)))
     rows = by_metric(judge_records(a, b))
     assert set(rows) == {"goodput", "time_p95", "ttfb"}
     g = rows["goodput"]
     assert (g.verdict, g.n_a, g.n_b, g.too_few) == ("equivalent", 10, 10, "")
+    assert g.design == "unpaired" and "link seeds differ at 10 of 10 repeats" in g.pairing
     assert g.ci.level == pytest.approx(0.9108, abs=1e-4) and g.ci.level_kind == "exact"
     assert 1 / 1.1 < g.ci.lo.value <= g.ratio.value <= g.ci.hi.value < 1.1
     assert "inside \u00b110 % (0.909\u20131.10)" in g.reason
@@ -175,7 +183,7 @@ def test_equal_samples_are_equivalent_at_n_10():
 
 def test_a_20_percent_shift_differs_at_n_10():
     base = noisy(10, seed=3)
-    a, b = records(base), records([t * 1.2 for t in base])
+    a, b = records(base), unpaired(records([t * 1.2 for t in base]))
     j = judge_records(a, b)
     rows = by_metric(j)
     g = rows["goodput"]  # B 20 % slower: goodput ratio 1/1.2
@@ -192,28 +200,29 @@ def test_a_20_percent_shift_differs_at_n_10():
 
 
 def test_three_per_side_is_inconclusive_and_says_why():
-    a, b = records([1.0, 1.02, 0.98]), records([1.2, 1.22, 1.18])
+    a, b = records([1.0, 1.02, 0.98]), unpaired(records([1.2, 1.22, 1.18]))
     g = by_metric(judge_records(a, b))["goodput"]
     assert g.verdict == "inconclusive" and g.too_few == TOO_FEW_3
     assert g.reason.startswith(TOO_FEW_3)
     assert g.test.p == pytest.approx(0.10) and g.ci.level == pytest.approx(0.90)
     # three tight runs per side can still be shown equivalent (the 90 % interval is the range of the 9 ratios),
     # but never different: the warning stays on the row
-    same = by_metric(judge_records(records([1.0, 1.01, 0.99]), records([1.0, 1.005, 0.995])))["goodput"]
+    same = by_metric(judge_records(records([1.0, 1.01, 0.99]), unpaired(records([1.0, 1.005, 0.995]))))["goodput"]
     assert same.verdict == "equivalent" and same.too_few == TOO_FEW_3
 
 
 def test_two_per_side_never_reaches_the_level():
-    g = by_metric(judge_records(records([1.0, 1.0]), records([1.0, 1.0])))["goodput"]
+    g = by_metric(judge_records(records([1.0, 1.0]), unpaired(records([1.0, 1.0]))))["goodput"]
     assert g.verdict == "inconclusive" and g.ci.level == pytest.approx(2 / 3)
     assert "the CI reaches only 66.7 % (< 90 %)" in g.reason
 
 
 def test_significant_but_within_the_margin_is_not_a_difference():
     base = noisy(10, seed=4, sd=0.01)
-    g = by_metric(judge_records(records(base), records([t * 1.05 for t in base])))["goodput"]
+    b = unpaired(records([t * 1.05 for t in base]))
+    g = by_metric(judge_records(records(base), b))["goodput"]
     assert g.test.p < 0.05 and g.verdict == "equivalent"  # 5 % slower, tightly measured: inside +-10 %
-    g = by_metric(judge_records(records(base), records([t * 1.05 for t in base]), Margins(median=0.05)))["goodput"]
+    g = by_metric(judge_records(records(base), b, Margins(median=0.05)))["goodput"]
     assert g.verdict == "inconclusive" and "a change smaller than the margin is not ruled out" in g.reason
 
 
