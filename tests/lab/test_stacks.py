@@ -108,7 +108,7 @@ def test_aioquic_versions_and_the_servers_congestion_control_read_back(aioquic):
                           capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     doc = json.loads(done.stdout.splitlines()[-1])
-    assert doc["ok"] and doc["cc_sender"] == "cubic" and "command line" in doc["cc_sender_source"], doc
+    assert doc["status"] == "ok" and doc["cc_sender"] == "cubic" and "command line" in doc["cc_sender_source"], doc
 
 
 # --- quic-go -----------------------------------------------------------------------------------------------------
