@@ -415,6 +415,12 @@ def compose_up(profiles: tuple[str, ...]) -> None:
         client(profiles).compose.up(detach=True, quiet=False)
 
 
+def compose_up_services(services: Sequence[str], profiles: tuple[str, ...]) -> None:
+    """`docker compose up -d SERVICES` (and what they depend on) with these profiles; DockerError when it fails."""
+    with _translated():
+        client(profiles).compose.up(list(services), detach=True, quiet=False)
+
+
 def compose_down(profiles: tuple[str, ...]) -> None:
     """`docker compose down -v --remove-orphans -t 5` with these profiles; DockerError when it fails."""
     with _translated():

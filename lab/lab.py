@@ -6,7 +6,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from dotenv import set_key
@@ -81,9 +81,11 @@ def states(names: tuple[str, ...] = LAB_CONTAINERS) -> list[ContainerState]:
 
 
 def _skipped_parts(parts: tuple[str, ...] | None) -> list[optional.Part]:
-    """The optional parts not wanted: unavailable ones, and those outside `parts` (None: every available one)."""
+    """The optional parts not wanted: unavailable ones, and those outside `parts` (None: every available part built
+    by default; an on-demand part is wanted only where asked for, since `ensure_available` starts it on first use)."""
     return [p for name, p in optional.parts().items()
-            if optional.unavailable(name) or (parts is not None and name not in parts)]
+            if optional.unavailable(name) or (parts is not None and name not in parts)
+            or (parts is None and name in optional.ON_DEMAND)]
 
 
 def wanted(names: tuple[str, ...], parts: tuple[str, ...] | None = None) -> tuple[str, ...]:
@@ -144,17 +146,18 @@ def ensure_grafana_password() -> None:
     config.ENV_FILE.chmod(0o600)
 
 
-def build() -> None:
-    """Build the lab's images: the required ones (a failure stops here), then each optional part (lab/optional.py),
-    whose failure is one line and a lab without it."""
+def build(parts: tuple[str, ...] | None = None) -> None:
+    """Build the lab's images: the required ones (a failure stops here), then each optional part (lab/optional.py;
+    `parts`: these, on-demand ones included; None: those built by default), whose failure is one line and a lab
+    without it."""
     engine()
     terminal.info("building the lab's images (docker compose build; cached layers are reused)")
     try:  # the required services by name: COMPOSE_PROFILES in .env must not pull an optional part in here
         docker.compose_build_services(optional.required_built())
     except docker.DockerError as e:
         raise EnvironmentProblem(f"building the images failed (exit {e.return_code}): see the output above") from None
-    for part in optional.parts().values():
-        build_optional(part)
+    for name in (optional.PARTS if parts is None else parts):
+        build_optional(optional.parts()[name])
     optional.forget()
     optional.write_profiles()
 
@@ -162,9 +165,12 @@ def build() -> None:
 def build_optional(part: optional.Part) -> bool:
     """Build one optional part; on failure say why in one line and keep the reason for the runs that ask for it."""
     terminal.info(f"building the optional part '{part.name}' ({part.what})")
+    started = time.monotonic()
     code, output = docker.compose_build(part.built, (part.name,), terminal.raw)
     if code == 0:
         optional.record_success(part.name)
+        optional.forget()
+        terminal.info(f"optional part '{part.name}' built in {time.monotonic() - started:.0f} s")
         return True
     why = optional.build_failure_line(output, code)
     optional.record_failure(part.name, why)
@@ -182,13 +188,13 @@ def up(*, build_images: bool = False, only: tuple[str, ...] | None = None) -> No
     if build_images:
         build()
     grafana = grafana_wanted()
-    parts = tuple(p for p in optional.available_profiles() if only is None or p in only)
+    parts = optional.available_profiles(only)
     profiles = (*parts, *((config.GRAFANA_PROFILE,) if grafana else ()))
     check_ports(grafana)
     napi.check_setting()
-    for part in optional.PARTS:
-        if part not in parts and (only is None or part in only):
-            terminal.warning(f"without the optional part '{part}' ({optional.PARTS[part]}): "
+    for part in (optional.PARTS if only is None else only):
+        if part not in parts:
+            terminal.warning(f"without the optional part '{part}' ({optional.ALL[part]}): "
                              f"{optional.unavailable(part)}")
     terminal.info("starting the lab's containers (docker compose up)")
     # the profiles in force are exactly these (an empty --profile list would let .env's COMPOSE_PROFILES decide)
@@ -209,6 +215,34 @@ def up(*, build_images: bool = False, only: tuple[str, ...] | None = None) -> No
         if not grafana_up:
             terminal.warning(f"Grafana did not answer at {config.grafana_url()} within {GRAFANA_START_TIMEOUT_S:.0f} "
                              f"s: see `docker logs {config.GRAFANA_CONTAINER}`; everything else works")
+
+
+def ensure_available(clients: Iterable[str] = (), servers: Iterable[str] = ()) -> None:
+    """Every implementation asked for is usable in this lab (after `require_up`): an on-demand optional part
+    (lab/optional.py) is built on first use (cached afterwards) and its containers are started here; an
+    implementation of a part that is unavailable (not built and not buildable) is refused in one line (exit 2)."""
+    reg = registry()
+    impls = [*(reg.client(n) for n in clients), *(reg.server(n) for n in servers)]
+    for name in optional.needed(i.container for i in impls):
+        if name not in optional.ON_DEMAND:
+            continue
+        part = optional.parts()[name]
+        if optional.unavailable(name):
+            users = ", ".join(i.name for i in impls if optional.part_of(i.container) == name)
+            terminal.info(f"the optional part '{name}' is built on first use, now (for {users})")
+            build_optional(part)
+        if optional.unavailable(name):
+            break  # refused below, with the reason
+        if any(not s.ready for s in states(part.containers)):
+            terminal.info(f"starting the optional part '{name}' ({part.what}) in this lab")
+            try:
+                docker.compose_up_services(part.services, (name,))
+            except docker.DockerError as e:
+                raise EnvironmentProblem(f"the optional part '{name}' did not start (exit {e.return_code}): see "
+                                         f"`docker compose logs`") from None
+            wait_ready(poll=lambda name=name: pending((name,)))  # type: ignore[misc]
+    for impl in impls:
+        optional.require(impl.name, impl.container)
 
 
 def pending(parts: tuple[str, ...] | None = None) -> list[str]:
@@ -249,7 +283,7 @@ def down() -> None:
     engine()
     failed: docker.DockerError | None = None
     try:
-        docker.compose_down((*optional.PARTS, config.GRAFANA_PROFILE))  # every optional part goes too
+        docker.compose_down((*optional.ALL, config.GRAFANA_PROFILE))  # every optional part goes too
     except docker.DockerError as e:
         # e.g. Docker 20.10's "network ... has active endpoints": an endpoint of a removed container that the
         # daemon has not released yet (seen on CI after a container was killed). What is left goes below.

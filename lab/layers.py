@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
      "once), probes, transfer, workload runner, sender congestion control, the sweep's lifecycle, a lab session, "
      "parallel labs, environment facts, startup cache, host load, reproduce"),
     (("lab.bench", "lab.docgen"), "benchmarks; the generated docs (`quiclab docs`: seed atlas, blocks, this diagram)"),
-    (("lab.cli",), "the commands (typer + rich): parse, validate, print"),
+    (("lab.cli",), "the commands (typer + rich): parse, validate, print; only the entry point imports them"),
     (("lab.__main__",), "the entry point"),
 )
 

@@ -5,7 +5,17 @@ does not need. Each is a compose profile (docker-compose.yml `profiles:`):
            its mirror may be unreachable)
   browser  headless chromium (a large package set from trixie)
 
-A part is *available* when every image of its services is here. Building it is tried by `quiclab build` / `up
+and, built only on first use (ON_DEMAND: `quiclab build` and the set-up leave them alone, so their build time never
+adds to the default set-up; `quiclab build --parts NAME` builds one ahead):
+
+  haproxy  HAProxy 3.0 from trixie (HTTP/3 on its own QUIC stack)
+  aioquic  aioquic 1.7.2 (PyPI): an HTTP/3 file server and a download client on aioquic's own H3 layer
+  quicgo   quic-go v0.65 (Go module proxy, Go 1.26): its http3 server and client
+
+A part is *available* when every image of its services is here. An on-demand part that a run or sweep asks for
+is built then (`lab.ensure_available`; cached afterwards, for every lab on the host: images are shared) and its
+containers are started in that lab; `quiclab up` starts it only when asked (`--parts`), so labs that are up never
+miss containers of a part somebody else built. Building it is tried by `quiclab build` / `up
 --build` (so by the set-up); when that fails the lab comes up without it, the reason is kept in the cache dir
 (one line: the image's own capability check, apt's error, the missing base image), and a run that asks for one of
 its implementations is refused with "unavailable: <why>" (exit 2) instead of failing later. A part whose rebuild
@@ -33,6 +43,14 @@ PARTS: dict[str, str] = {
     "sid": "nginx and curl from Debian unstable",
     "browser": "headless chromium",
 }
+#: The optional parts built only when first used (never by `quiclab build` without --parts, nor by the set-up).
+ON_DEMAND: dict[str, str] = {
+    "haproxy": "HAProxy 3.0 from Debian trixie (HTTP/3 on HAProxy's own QUIC stack)",
+    "aioquic": "aioquic 1.7.2 HTTP/3 server and client",
+    "quicgo": "quic-go v0.65 HTTP/3 server and client",
+}
+#: Every optional part: those built by default first, then the on-demand ones.
+ALL: dict[str, str] = {**PARTS, **ON_DEMAND}
 ENV_PROFILES = "COMPOSE_PROFILES"
 
 
@@ -64,7 +82,7 @@ def parts(compose_file: Path = config.COMPOSE_FILE) -> dict[str, Part]:
     services = _compose(compose_file)
     tag = config.setting(config.ENV_TAG, "dev")
     out = {}
-    for name, what in PARTS.items():
+    for name, what in ALL.items():
         mine = {s: v for s, v in services.items() if name in (v.get("profiles") or [])}
         built = tuple(s for s, v in mine.items() if "build" in v)
         out[name] = Part(
@@ -120,8 +138,10 @@ def unavailable(part: str) -> str:
     return last_failure(part) or f"image {missing[0]} is not built (run `quiclab build`)"
 
 
-def available_profiles() -> tuple[str, ...]:
-    return tuple(p for p in PARTS if not unavailable(p))
+def available_profiles(only: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """The available parts among `only` (None: the parts built by default; on-demand parts start only when asked)."""
+    names = PARTS if only is None else [p for p in ALL if p in only]
+    return tuple(p for p in names if not unavailable(p))
 
 
 def unavailable_containers() -> frozenset[str]:
@@ -139,25 +159,28 @@ def require(implementation: str, container: str) -> None:
         return
     why = unavailable(part)
     if why:
-        raise UsageError(f"{implementation} is unavailable: {why} (optional part '{part}': {PARTS[part]}; the rest "
+        raise UsageError(f"{implementation} is unavailable: {why} (optional part '{part}': {ALL[part]}; the rest "
                          f"of the lab works without it)")
 
 
 def parse_parts(text: str) -> tuple[str, ...]:
-    """`--parts sid,browser` or `none`; an unknown part is one line naming it (exit 2)."""
+    """`--parts sid,browser`, `none` or `all` (every part, on-demand ones too); an unknown part is one line naming
+    it (exit 2)."""
     names = tuple(x.strip() for x in text.split(",") if x.strip())
     if names == ("none",):
         return ()
-    bad = [n for n in names if n not in PARTS]
+    if names == ("all",):
+        return tuple(ALL)
+    bad = [n for n in names if n not in ALL]
     if bad or not names:
-        raise UsageError(f"invalid --parts {text!r}: allowed is a comma list of {', '.join(PARTS)}, or none")
+        raise UsageError(f"invalid --parts {text!r}: allowed is a comma list of {', '.join(ALL)}, or all, or none")
     return names
 
 
 def needed(containers: Iterable[str]) -> tuple[str, ...]:
     """The optional parts these containers belong to (what a plan's implementations need started)."""
     found = {part_of(c) for c in containers}
-    return tuple(p for p in PARTS if p in found)
+    return tuple(p for p in ALL if p in found)
 
 
 def write_profiles() -> None:

@@ -13,7 +13,7 @@ import typer
 from rich.text import Text
 
 from lab import config, lab, lock, terminal
-from lab.endpoints import check_server, get_client, require_available
+from lab.endpoints import check_server, get_client
 from lab.endpoints.registry import help_text, registry
 from lab.endpoints.sender_cc import parse_cc
 from lab.errors import UsageError, VerificationError
@@ -101,7 +101,7 @@ def register(app: typer.Typer) -> None:
                              f"{config.MAX_TIMEOUT_S:g} seconds")
         kinds = parse_kinds(capture)
         lab.require_up()
-        require_available([client], [server])
+        lab.ensure_available([client], [server])
         runs = _runs(protocols, size, adapter.name, server, want_cc, cc, timeout_s, kinds)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         root = config.ROOT / "results" / "runs" / f"{stamp}-{adapter.name}-{server}"

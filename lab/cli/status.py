@@ -37,6 +37,10 @@ def register(app: typer.Typer) -> None:
             if s.name in why:
                 rows.append([s.name, terminal.styled("-", "dim"), f"unavailable: {why[s.name]}", "-"])
                 continue
+            if s.state == "missing" and optional.part_of(s.name) in optional.ON_DEMAND:
+                rows.append([s.name, terminal.styled("-", "dim"), "not started (on demand: the first run that needs "
+                                                                  "it builds and starts it)", "-"])
+                continue
             mark = terminal.styled("up", "green") if s.ready else terminal.styled("down", "red")
             rows.append([s.name, mark, s.state, s.health or "-"])
         terminal.table("quiclab", ["container", "", "state", "health"], rows, wrap=["state"])

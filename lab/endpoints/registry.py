@@ -111,6 +111,10 @@ class Implementation(BaseModel):
     host: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.-]+$")
     port: int | None = Field(default=None, ge=1, le=65535)
     qlog: QlogInstance | None = None
+    # servers: why a client may not move its connection to this server itself (e.g. it sends the transport
+    # parameter disable_active_migration); "" when it may. A client-side path change (`path = "migrate@..."`) with
+    # such a server is unsupported, with this reason
+    refuses_migration: str = ""
     # clients: the workload kinds they can run (lab/workloads/spec.py); bulk only unless the registry says more
     workloads: tuple[str, ...] = ("bulk",)
     sender_cc: SenderCC = SenderCC()  # servers: how a run sets the sender's congestion control (default: TCP netns)
@@ -125,6 +129,8 @@ class Implementation(BaseModel):
                     raise ValueError(f"{f}: only servers have a {f}")
             if "sender_cc" in self.model_fields_set:
                 raise ValueError("sender_cc: only servers have a sender_cc (for downloads the server sends)")
+            if self.refuses_migration:
+                raise ValueError("refuses_migration: only servers refuse a client's migration")
         else:
             for f in ("service", "address", "host", "port"):
                 if getattr(self, f) is None:

@@ -52,7 +52,7 @@ def check_scenario(s: Scenario, where: str) -> None:
                                  "scenario")
 
 
-def unsupported(settings: dict[str, str], client: str, protocol: Protocol) -> str | None:
+def unsupported(settings: dict[str, str], client: str, protocol: Protocol, server: str | None = None) -> str | None:
     """Why this run cannot have its adverse conditions (recorded as unsupported, not run), or None."""
     path = parse_path(settings.get("path", ""))
     if path is None or not path.client_side:
@@ -62,6 +62,10 @@ def unsupported(settings: dict[str, str], client: str, protocol: Protocol) -> st
         return (f"path {path.text}: the client moves itself, which only "
                 f"{', '.join(sorted(migrating)) or '(no registered client)'} over h3 can (use rebind or readdr for "
                 "every client)")
+    refuses = registry().server(server).refuses_migration if server else ""
+    if refuses:
+        return (f"path {path.text}: the client moves itself, which {registry().canonical(server or '')} refuses: "
+                f"{refuses}")
     return None
 
 

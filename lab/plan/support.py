@@ -23,7 +23,7 @@ def why_unsupported(run: PlannedRun) -> str:
     if why:
         return why
     plan = sender_cc.resolve(reg.server(run.server), run.protocol, run.point.settings.get("cc"))
-    return (plan.reason or adverse_unsupported(run.point.settings, run.client, run.protocol)
+    return (plan.reason or adverse_unsupported(run.point.settings, run.client, run.protocol, run.server)
             or workload_unsupported(get_client(run.client), parse_workload(run.point.settings.get("workload", "bulk")),
                                     run.protocol))
 

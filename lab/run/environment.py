@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from lab import __version__, config, docker, optional
+from lab import __version__, config, docker, lab, optional
 from lab.endpoints.registry import Registry, registry
 from lab.link import router, shaper
 from lab.link.model import Link
@@ -47,10 +47,17 @@ def versions() -> dict[str, str]:
     out = {"quiclab": __version__}
     reg = registry()
     skip = optional.unavailable_containers()
+    # an on-demand part built here but not started in this lab (lab.ensure_available starts it for the runs that
+    # need it): nothing to ask
+    idle = {s.name for s in lab.states(tuple(c for p in optional.ON_DEMAND for c in optional.parts()[p].containers
+                                             if c not in skip)) if s.state != "running"}
     asks: dict[str, tuple[str, str]] = {}  # key -> (container, command); asked side by side (each a docker exec)
     for name, impl in reg.implementations.items():
         if impl.container in skip:
             out[name] = f"unavailable: {optional.unavailable(optional.part_of(impl.container) or '')}"
+            continue
+        if impl.container in idle:
+            out[name] = "not started in this lab (built on first use; started by the runs that need it)"
             continue
         asks[name] = (impl.container, impl.version)
         asks[f"openssl ({config.INSTANCE.service(impl.container)})"] = (impl.container, "openssl version")

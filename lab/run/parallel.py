@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from lab import config, docker, instance, lab, lock, optional, signals
-from lab.endpoints import require_available
 from lab.endpoints.registry import registry
 from lab.errors import QuiclabError, UsageError
 from lab.plan.checks import validate
@@ -152,8 +151,8 @@ def worker(folder: Path) -> int:
     try:
         with lock.holding():
             try:
-                lab.require_up(_parts(s))
-                require_available(s.clients, s.servers)
+                lab.require_up(tuple(p for p in _parts(s) if p not in optional.ON_DEMAND))
+                lab.ensure_available(s.clients, s.servers)  # an on-demand part: started here if it is not yet
                 session = LabSession(s, folder, measure(s), manifest.host_guard or "repeat", calls)
                 session.warm_up(list(by_key.values()))
                 channel.send(ready=session.facts.model_dump(mode="json", exclude_unset=True))

@@ -24,7 +24,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.text import Text
 
 from lab import config, lab, lock, signals, terminal
-from lab.endpoints import require_available
 from lab.errors import EnvironmentFailure, QuiclabError
 from lab.explain import folder as explain_folder
 from lab.explain import tshark
@@ -107,7 +106,7 @@ def start(s: Scenario, preset: str | None, results_dir: Path, *, part: shard.Sha
         parallel.check_count(count, every)
     with _holding(labs == 1):
         lab.require_up()
-        require_available(s.clients, s.servers)
+        lab.ensure_available(s.clients, s.servers)
         numbers = parallel.pick_labs(count) if labs != 1 else []
         folder = store.new_folder(results_dir, shard.folder_name(s.name, part))
         book = _Book(folder)
@@ -135,7 +134,7 @@ def resume(folder: Path) -> tuple[Path, bool]:
     s = validate(m.scenario, str(folder / store.MANIFEST))
     with _holding(m.parallel is None):
         lab.require_up()
-        require_available(s.clients, s.servers)
+        lab.ensure_available(s.clients, s.servers)
         mine = shard.restrict(m.doc(), plan(s))  # a shard's folder holds its shard of the plan
         numbers: list[int] = []
 

@@ -40,7 +40,7 @@ def lab_up() -> None:
         docker.require_engine()
     except QuiclabError as e:
         pytest.skip(f"needs a Docker engine: {e}")
-    if not all(s.ready for s in lab.states(lab.REQUIRED_FOR_RUNS)):
+    if not all(s.ready for s in lab.states(lab.wanted(lab.REQUIRED_FOR_RUNS))):
         lab.up()
 
 

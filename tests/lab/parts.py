@@ -11,4 +11,4 @@ from lab import optional
 def require_part(part: str) -> None:
     why = optional.unavailable(part)
     if why:
-        pytest.skip(f"the optional part '{part}' ({optional.PARTS[part]}) is unavailable here: {why}")
+        pytest.skip(f"the optional part '{part}' ({optional.ALL[part]}) is unavailable here: {why}")

@@ -43,7 +43,7 @@ def test_the_size_of_lab_is_true():
 
 def test_each_kind_of_change_names_its_files():
     found = rows()
-    assert len(found) == 7
+    assert len(found) == 8
     for what, count, example, where in found:
         paths = PATH.findall(where)
         example = example.strip("`")

@@ -20,7 +20,8 @@ IMAGES = config.ROOT / "images"
 
 def test_the_parts_are_the_compose_profiles_and_hold_the_registrys_optional_implementations():
     parts = optional.parts()
-    assert set(parts) == {"sid", "browser"}
+    assert set(parts) == {"sid", "browser", "haproxy", "aioquic", "quicgo"}
+    assert tuple(optional.ON_DEMAND) == ("haproxy", "aioquic", "quicgo") and tuple(optional.PARTS) == ("sid", "browser")
     sid, browser = parts["sid"], parts["browser"]
     assert set(sid.built) == {"server-nginx130", "client-sid"}
     assert set(sid.one_shots) == {"server-nginx130-route", "client-sid-route"}
@@ -29,6 +30,11 @@ def test_the_parts_are_the_compose_profiles_and_hold_the_registrys_optional_impl
     assert optional.part_of(reg.server("nginx-sid").container) == "sid"
     assert optional.part_of(reg.client("curl-sid").container) == "sid"
     assert optional.part_of(reg.client("chromium").container) == "browser"
+    # one image per stack, both roles: only the server's service builds it
+    assert parts["haproxy"].built == ("server-haproxy",) and parts["haproxy"].one_shots == ("server-haproxy-route",)
+    for stack, server, client in (("aioquic", "aioquic", "aioquic-client"), ("quicgo", "quic-go", "quic-go-client")):
+        assert optional.part_of(reg.server(server).container) == stack == optional.part_of(reg.client(client).container)
+        assert parts[stack].built == (f"server-{stack}",) and len(parts[stack].containers) == 2
     for required in ("nginx", "ngtcp2", "caddy", "curl", "gtlsclient"):
         assert optional.part_of(reg.implementations[required].container) is None, required
     # the default job's containers are never optional
@@ -181,7 +187,11 @@ def test_the_parts_a_plan_needs_and_the_parts_option():
     reg = registry()
     assert optional.needed([reg.client("curl").container, reg.server("nginx").container]) == ()
     assert optional.needed([reg.client("chromium").container, reg.server("nginx-sid").container]) == ("sid", "browser")
+    assert optional.needed([reg.client("quic-go-client").container, reg.server("haproxy").container]) == (
+        "haproxy", "quicgo")
     assert optional.parse_parts("sid, browser") == ("sid", "browser") and optional.parse_parts("none") == ()
+    assert optional.parse_parts("all") == ("sid", "browser", "haproxy", "aioquic", "quicgo")
     for bad in ("foo", "", "sid,foo", ","):
-        with pytest.raises(UsageError, match=r"^invalid --parts .*: allowed is a comma list of sid, browser, or none$"):
+        with pytest.raises(UsageError, match=r"^invalid --parts .*: allowed is a comma list of sid, browser, haproxy, "
+                                             r"aioquic, quicgo, or all, or none$"):
             optional.parse_parts(bad)
