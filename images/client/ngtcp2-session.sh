@@ -5,7 +5,7 @@
 # request as 0-RTT early data (EARLY=0: --disable-early-data). Environment: PROTOCOL (h3 only, else exit 127),
 # URL, TIMEOUT, EARLY, CC, QLOGDIR, SSLKEYLOGFILE, HOST_ADDR (as quiclab-ngtcp2-fetch). gtlsclient reports no
 # timings and does not say whether the server accepted early data: the lab proves resumption and 0-RTT from the
-# decrypted capture of the run (lab/workloads/sessions.py). Prints one JSON line in quiclab-page-fetch's shape:
+# decrypted capture of the run (lab/evidence/sessions.py). Prints one JSON line in quiclab-page-fetch's shape:
 # {"exit": N, "mode": "sessions", "transfers": [{"t": <epoch s at its end>, "w": {"file": "first"|"second",
 #  "http_version", "size_download", "time_total", "num_connects": 1}}, ...], "sha256": {...}, "errors": "...",
 #  "udp_rcvbuf_errors": N}; time_total is each gtlsclient process's wall time.
