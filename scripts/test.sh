@@ -29,3 +29,21 @@ if [ -f linkem/Cargo.toml ]; then
 fi
 step "pytest"
 uv run --frozen pytest -q -rsx "$@"  # -rsx: every skip and expected failure is listed with its reason
+
+# The netem group (tests marked `netem`: the lab shaped by tc netem) needs a kernel with sch_netem. Where this
+# host's has none it runs in a VM with Debian's stock kernel (scripts/vm.sh: the image is built once and cached);
+# skipped, saying why, only where QEMU cannot run at all. Only for the whole suite (no pytest arguments);
+# QUICLAB_TEST_VM=off skips it. QUICLAB_VM_SMP / QUICLAB_VM_CPUS size and pin the VM (scripts/vm.sh).
+if [ $# -eq 0 ] && [ "${QUICLAB_TEST_VM:-on}" != off ]; then
+  if uv run --frozen python -c 'import sys; from lab.link import router; sys.exit(0 if router.has_netem() else 1)' \
+       2>/dev/null; then
+    ok "the netem group ran above: this host's kernel has sch_netem"
+  elif why=$(bash scripts/vm.sh check 2>&1 >/dev/null); then
+    step "the netem group in a VM with Debian's stock kernel (scripts/vm.sh)"
+    t0=$SECONDS
+    bash scripts/vm.sh run -- uv run --frozen pytest -q -rsx -m netem tests/lab
+    ok "the netem group passed in the VM ($((SECONDS - t0)) s)"
+  else
+    warn "the netem group is skipped: ${why#*error: }"
+  fi
+fi
