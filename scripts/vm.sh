@@ -214,7 +214,7 @@ if ls $h/ca/*.crt >/dev/null 2>&1; then
   cp $h/ca/*.crt /usr/local/share/ca-certificates/ && update-ca-certificates >/dev/null 2>&1
 fi
 export SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
-export UV_NATIVE_TLS=1 UV_CACHE_DIR=/var/cache/uv UV_PYTHON_PREFERENCE=only-system HOME=/root
+export UV_CACHE_DIR=/var/cache/uv UV_PYTHON_PREFERENCE=only-system HOME=/root  # uv reads SSL_CERT_FILE
 install -m 0755 $h/uv /usr/local/bin/uv
 say "kernel $(uname -r), $(nproc) vCPUs, sch_netem: $(modprobe sch_netem 2>&1 && echo loaded || echo missing)"
 for _ in $(seq 120); do docker info >/dev/null 2>&1 && break; sleep 1; done
@@ -259,6 +259,20 @@ cleanup() {
 }
 interrupted() { cleanup; printf '%s!%s interrupted: the VM was stopped\n' "$c_warn" "$c_off" >&2; exit 130; }
 
+# A QEMU left by a scripts/vm.sh that was killed outright (SIGKILL: no trap ran). It does not hold the lock (QEMU
+# gets no copy of its descriptor), so the lock is ours and the QEMU in the pid file, if it is this cache's, is stale.
+stale_qemu() {
+  local pid
+  pid=$(cat "$cache/qemu.pid" 2>/dev/null) || return 0
+  if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "file:$cache/console.log"; then
+    warn "stopping a QEMU left running by an earlier scripts/vm.sh (pid $pid)"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$cache/qemu.pid"
+}
+
 kvm_key() { echo "$(uname -r) $(qemu-system-x86_64 --version | head -n 1)"; }
 
 start_qemu() {  # $1 = kvm|tcg
@@ -273,7 +287,7 @@ start_qemu() {  # $1 = kvm|tcg
     -drive "file=$rundisk,if=virtio,format=qcow2,cache=unsafe" \
     -netdev user,id=n0 -device virtio-net-pci,netdev=n0 \
     -virtfs "local,path=$share,mount_tag=quiclab,security_model=none,id=fs0" \
-    </dev/null >"$cache/qemu.log" 2>&1 &
+    -pidfile "$cache/qemu.pid" </dev/null >"$cache/qemu.log" 2>&1 9>&- &
   qemu_pid=$!
 }
 
@@ -321,6 +335,7 @@ run() {
   check_disk "$need_gb_run"
   exec 9>"$cache/.lock"
   flock -n 9 || die "another scripts/vm.sh is using $cache (one VM at a time)"
+  stale_qemu
   ensure_image
   share=$cache/share
   rm -rf "$share"; mkdir -p "$share"
