@@ -34,3 +34,25 @@ if [ -f linkem/Cargo.toml ]; then
 fi
 step "pytest"
 uv run --frozen pytest -q -rsx "$@"  # -rsx: every skip and expected failure is listed with its reason
+
+# The netem group (tests marked `netem`: the lab shaped by tc netem) needs a kernel with sch_netem. Where this
+# host's has none it runs in a VM with Debian's stock kernel (scripts/vm.sh: the image is built once and cached);
+# skipped, saying why, only where QEMU cannot run at all. Only for the whole suite (no pytest arguments).
+# QUICLAB_VM_SMP / QUICLAB_VM_CPUS size and pin the VM (scripts/vm.sh).
+# Off by default for now (QUICLAB_TEST_VM=on runs it): its one full run under TCG emulation (1 vCPU on a loaded
+# host) took 50 min and failed 13 of 19 tests, mostly on the lab's 30 s `docker exec` deadline (issue 34).
+if [ $# -eq 0 ] && [ "${QUICLAB_TEST_VM:-off}" = off ]; then
+  warn "the netem group in a VM is skipped: off by default until it passes under emulation (QUICLAB_TEST_VM=on runs it; issue 34)"
+elif [ $# -eq 0 ]; then
+  if uv run --frozen python -c 'import sys; from lab.link import router; sys.exit(0 if router.has_netem() else 1)' \
+       2>/dev/null; then
+    ok "the netem group ran above: this host's kernel has sch_netem"
+  elif why=$(bash scripts/vm.sh check 2>&1 >/dev/null); then
+    step "the netem group in a VM with Debian's stock kernel (scripts/vm.sh)"
+    t0=$SECONDS
+    bash scripts/vm.sh run -- uv run --frozen pytest -q -rsx -m netem tests/lab
+    ok "the netem group passed in the VM ($((SECONDS - t0)) s)"
+  else
+    warn "the netem group is skipped: ${why#*error: }"
+  fi
+fi

@@ -3,13 +3,32 @@ wire), what it delivered, and what it dropped by cause. Read before and after ea
 run's, unless another command sent traffic meanwhile: packets of another IP protocol than the run's betray that
 (`Snapshot.foreign`), and such a run is the lab's failure, never a result.
 
-linkem gives all of them (its /metrics); with netem only the router's interface counters are read (delivered
-bytes and packets; the drop counts stay unknown)."""
+linkem gives all of them (its /metrics). With netem the delivered bytes and packets come from the router's
+interface counters and the rest from the qdiscs' own statistics (`tc -s -j qdisc show`, read in the same exec):
+per direction, on the egress that faces the receiver (lab/link/netem.py: netem root 1:, tbf 10:, a queue
+discipline 20: under tbf),
+
+    loss_drops  = netem's drops - tbf's drops
+    queue_drops = tbf's drops
+    received    = netem's sent + netem's drops + netem's backlog (packets)
+
+because a qdisc's drops include its children's: what a child refuses at enqueue is counted by the parent that
+enqueued it, and what a child drops later (CoDel's and fq_codel's drops at dequeue, fq_codel dropping another
+flow's packets when full) is added to every ancestor (the kernel's qdisc_tree_reduce_backlog). So netem's drops =
+its loss model's + its own limit's (sized never to drop) + everything below it, and tbf's = its byte limit's + its
+queue discipline's. Seen on Debian trixie's 6.12 kernel (tests/data/tc: CoDel, fq_codel, PIE and pfifo_head_drop
+under tbf each report the same drops as the tbf above them).
+A direction without netem (unimpaired) has the veth's default qdisc (noqueue): nothing is dropped, received =
+delivered. Host drops stay unknown (None): netem has no userspace step that could fall behind. Where the meaning
+differs from linkem's: docs/link.md, "netem's counters"."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 DIRECTIONS = ("downlink", "uplink")
 _SAMPLE = re.compile(r'^(quiclab_link_[a-z_]+_total)\{([^}]*)\} (\d+)$', re.M)
@@ -89,3 +108,58 @@ def parse_linkem(text: str) -> Snapshot:
                         outage_drops=d.get("outage_drops"), host_drops=d.get("host_drops"))
 
     return Snapshot(counters(acc["downlink"]), counters(acc["uplink"]), protocols)
+
+
+# --- netem: the qdiscs' statistics ------------------------------------------------------------------------------------
+
+class TcQdisc(BaseModel):
+    """One qdisc of `tc -s -j qdisc show` (iproute2's JSON)."""
+
+    model_config = ConfigDict(extra="ignore")
+    kind: str
+    handle: str = ""
+    dev: str = ""
+    parent: str = ""
+    root: bool = False
+    packets: int = 0
+    drops: int = 0
+    qlen: int = 0
+
+
+class BadTcOutput(ValueError):
+    """tc's JSON did not have the expected shape."""
+
+
+def parse_tc(text: str) -> dict[str, list[TcQdisc]]:
+    """`tc -s -j qdisc show` (all devices) -> the qdiscs per device."""
+    try:
+        raw = json.loads(text)
+        qdiscs = [TcQdisc.model_validate(q) for q in raw]
+    except (ValueError, TypeError, ValidationError) as e:
+        raise BadTcOutput(f"unreadable tc -s -j qdisc output: {e}") from None
+    out: dict[str, list[TcQdisc]] = {}
+    for q in qdiscs:
+        out.setdefault(q.dev, []).append(q)
+    return out
+
+
+def netem_direction(qdiscs: list[TcQdisc], delivered_packets: int, delivered_bytes: int) -> Counters:
+    """A direction's cumulative counters from its egress qdiscs (see the module docstring) and the interface's
+    delivered IP bytes and packets."""
+    root = next((q for q in qdiscs if q.root), None)
+    if root is None or root.kind != "netem":
+        return Counters(delivered_bytes, delivered_packets, received=delivered_packets, loss_drops=0, queue_drops=0)
+    root_handle = root.handle.rstrip(":")
+    tbf = next((q for q in qdiscs if q.kind == "tbf" and q.parent.split(":")[0] == root_handle), None)
+    below = tbf.drops if tbf is not None else 0
+    return Counters(delivered_bytes, delivered_packets, received=root.packets + root.drops + root.qlen,
+                    loss_drops=root.drops - below, queue_drops=below)
+
+
+def parse_netem(tc_json: str, client_if: str, server_if: str, tx: tuple[int, int, int, int]) -> Snapshot:
+    """The link's counters under netem: `tc -s -j qdisc show` and the interfaces' (tx_bytes, tx_packets) of the
+    client side then the server side (IP bytes: the 14-byte Ethernet header of each frame taken off)."""
+    by_dev = parse_tc(tc_json)
+    cb, cp, sb, sp = tx
+    return Snapshot(netem_direction(by_dev.get(client_if, []), cp, cb - 14 * cp),
+                    netem_direction(by_dev.get(server_if, []), sp, sb - 14 * sp))

@@ -80,8 +80,8 @@ class RunRecord:
     # empty for runs that did not run
     cc_sender: str = ""
     cc_sender_source: str = ""  # how it is known: netns sysctl, process command line, server default, registry claim
-    # the link's own counters over the run (linkem; empty with netem): packets that entered the emulator (what the
-    # sender put on the wire) and drops by cause, per direction
+    # the link's own counters over the run (linkem's, or netem's qdisc statistics): packets that entered the emulator
+    # (what the sender put on the wire) and drops by cause, per direction
     link_down_sent_pkts: int | None = None
     link_down_loss_drops: int | None = None
     link_down_queue_drops: int | None = None

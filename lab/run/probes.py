@@ -110,16 +110,19 @@ class Probe:
 # --- the link's own counters ----------------------------------------------------------------------------------------
 
 def wire_counters(backend: str) -> counters.Snapshot | None:
-    """The link's counters so far: linkem's (bytes, packets, drops by cause), or the router's interface counters
-    (IP bytes and packets delivered per direction)."""
+    """The link's counters so far: linkem's (bytes, packets, drops by cause), or under netem the router's interface
+    counters (IP bytes and packets delivered per direction) and its qdiscs' statistics (what entered, drops by
+    cause: lab/link/counters.py), read in one exec."""
     try:
         if backend == "linkem":
             return counters.parse_linkem(linkem.metrics_text())
         ifs = router.interfaces()
-        out = router.run("cat", *(f"/sys/class/net/{i}/statistics/{c}" for i in (ifs.client_side, ifs.server_side)
-                                  for c in ("tx_bytes", "tx_packets")))
-        cb, cp, sb, sp = (int(x) for x in out.split())
-        return counters.Snapshot(counters.Counters(cb - 14 * cp, cp), counters.Counters(sb - 14 * sp, sp))
+        files = " ".join(f"/sys/class/net/{i}/statistics/{c}" for i in (ifs.client_side, ifs.server_side)
+                         for c in ("tx_bytes", "tx_packets"))
+        out = router.run("sh", "-c", f"cat {files} && tc -s -j qdisc show")
+        lines = out.split("\n", 4)
+        cb, cp, sb, sp = (int(x) for x in lines[:4])
+        return counters.parse_netem(lines[4], ifs.client_side, ifs.server_side, (cb, cp, sb, sp))
     except (QuiclabError, ValueError):
         return None
 
@@ -193,7 +196,7 @@ def disturbed(backend: str, applied: Link, before: counters.Snapshot | None, aft
 
 
 def loss_columns(delta: counters.Snapshot) -> dict[str, Any]:
-    """The link's per-direction counts over the run (unknown with netem: left empty)."""
+    """The link's per-direction counts over the run (host drops: linkem only)."""
     out: dict[str, Any] = {
         "link_down_sent_pkts": delta.down.received, "link_up_sent_pkts": delta.up.received,
         "link_down_loss_drops": delta.down.loss_drops, "link_up_loss_drops": delta.up.loss_drops,

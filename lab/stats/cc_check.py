@@ -3,7 +3,7 @@
 Per run, the Mathis model (lab.stats.models) predicts what a Reno sender can sustain on the run's lossy link:
 MSS/RTT * C/sqrt(p), with
 - p: the loss the transport met on the data path: the link's random-loss drops over the packets that entered it
-  toward the client (linkem's counters per run; the configured loss where they are unknown);
+  toward the client (the link's counters per run, linkem's or netem's; the configured loss where they are unknown);
 - RTT: the link's base RTT (queueing adds to it only when the sender fills the bottleneck queue, which a
   loss-limited Reno flow hardly does);
 - MSS: the mean size of the packets the link delivered toward the client, less the IP and transport headers
@@ -86,7 +86,7 @@ class Prediction:
 
 
 def observed_loss(r: RunRecord) -> float | None:
-    """The data path's loss in the run: linkem's random-loss drops toward the client over what entered the link."""
+    """The data path's loss in the run: the link's random-loss drops toward the client over what entered it."""
     if r.link_down_sent_pkts and r.link_down_loss_drops is not None:
         return r.link_down_loss_drops / r.link_down_sent_pkts
     return r.loss_pct / 100 if r.loss_pct else None

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.link import router
 from lab.results.schema import read_runs
 
 pytestmark = pytest.mark.lab
@@ -30,6 +31,7 @@ sizes = ["2MB"]
 repeats = 1
 seed = 7
 timeout = 120
+shaper = "{shaper}"
 capture = ["pcap", "keylog"]
 [link]
 rtt = "40ms"
@@ -48,10 +50,10 @@ def quiclab(*args: str) -> subprocess.CompletedProcess[str]:
         time.sleep(10)
 
 
-def captured_sweep(tmp_path: Path, protocol: str, cc: str) -> Path:
+def captured_sweep(tmp_path: Path, protocol: str, cc: str, backend: str = "linkem") -> Path:
     name = f"explain-{protocol}"
     scenario = tmp_path / f"{name}.toml"
-    scenario.write_text(SCENARIO.format(name=name, protocol=protocol, cc=cc))
+    scenario.write_text(SCENARIO.format(name=name, protocol=protocol, cc=cc, shaper=backend))
     out = tmp_path / name
     done = quiclab("sweep", "--scenario", str(scenario), "--out", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
@@ -64,12 +66,21 @@ def explain(folder: Path) -> dict[str, dict]:
     return {e["run_key"]: e for e in json.loads(done.stdout)}
 
 
-def test_a_captured_h2_and_h3_sweep_is_explained_run_by_run(lab_up, tmp_path):
+@pytest.mark.parametrize("backend", ["linkem", pytest.param("netem", marks=pytest.mark.netem)])
+def test_a_captured_h2_and_h3_sweep_is_explained_run_by_run(lab_up, tmp_path, backend):
+    """With either shaper: under netem the emulator's counters are its qdiscs' (tc -s, lab/link/counters.py)."""
+    if backend == "netem" and not router.has_netem():
+        pytest.skip("this kernel has no sch_netem: the netem variant runs in a VM with a stock kernel "
+                    "(scripts/vm.sh; scripts/test.sh runs it there)")
     folders: dict[str, Path] = {}
     for protocol, cc, rts in (("h2", 'cc = "cubic"', 2), ("h3", "", 1)):
-        folder = folders[protocol] = captured_sweep(tmp_path, protocol, cc)
+        folder = folders[protocol] = captured_sweep(tmp_path, protocol, cc, backend)
         records = read_runs(folder / "runs.csv").records
         assert {r.status for r in records} == {"ok"}
+        for r in records:  # the counter columns are filled with either shaper
+            assert r.shaper == backend
+            assert r.link_down_sent_pkts and r.link_up_sent_pkts, r
+            assert r.link_down_loss_drops is not None and r.link_down_queue_drops is not None, r
         got = explain(folder)
         assert set(got) == {r.run_key for r in records}  # every run has a record
         for r in records:
