@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from lab import config, docker
+from lab import config, docker, lab
 from lab.endpoints import check_server, get_client
 from lab.endpoints.registry import UNSUPPORTED_EXIT, registry
 from lab.protocols import Protocol
@@ -95,7 +95,9 @@ def test_an_adapter_asked_for_an_unsupported_combination_says_so_itself(lab_up):
 
 
 def test_every_server_certificate_comes_from_the_lab_ca(lab_up):
-    for name in registry().names("server"):
+    servers = registry().names("server")
+    lab.ensure_available(servers=servers)  # the stacks built on first use are started (built, if need be) here
+    for name in servers:
         impl = check_server(name)
         out = docker.exec_in(config.CLIENT_CONTAINER, [
             "quiclab-fetch", "--http1.1" if impl.supports(Protocol.H1) else "--http3-only", "-sS", "--cacert",
