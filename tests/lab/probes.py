@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import re
 import statistics
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +27,27 @@ def client(*cmd: str) -> str:
 def ping_rtts_ms(count: int, interval_s: float, target: str = config.SERVER_IP) -> list[float]:
     out = client("ping", "-n", "-c", str(count), "-i", f"{interval_s:g}", "-W", "5", target)
     return [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
+
+
+def bulk_tcp_rtts(seconds: float, interval_s: float) -> tuple[list[float], float]:
+    """Ping RTTs (ms, one every interval_s) while iperf3 sends bulk TCP (cubic) from the server to the client, and
+    its goodput (bit/s)."""
+    got: dict[str, float] = {}
+
+    def bulk() -> None:
+        out = docker.exec_in(config.CLIENT_CONTAINER, ["iperf3", "-c", config.SERVER_IP, "-R", "-C", "cubic", "-t",
+                                                        f"{seconds + 2:g}", "-f", "m", "--connect-timeout", "3000"])
+        m = re.findall(r"([\d.]+) Mbits/sec.*receiver", out)
+        got["bps"] = float(m[-1]) * 1e6 if m else 0.0
+
+    t = threading.Thread(target=bulk)
+    t.start()
+    try:
+        time.sleep(2.0)  # past slow start
+        rtts = ping_rtts_ms(int(seconds / interval_s), interval_s)
+    finally:
+        t.join()
+    return rtts, got.get("bps", 0.0)
 
 
 def ping_timed(duration_s: float, interval_s: float = 0.002) -> list[tuple[float, float]]:

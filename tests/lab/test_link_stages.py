@@ -19,7 +19,7 @@ from lab.link.model import Link
 from lab.link.spec import parse_link
 
 from .conftest import on_quiet_host
-from .probes import capture, median, ping_rtts_ms, still_in_force, udp_burst
+from .probes import bulk_tcp_rtts, capture, median, ping_rtts_ms, still_in_force, udp_burst
 
 pytestmark = pytest.mark.lab
 
@@ -132,35 +132,15 @@ def test_jitter_mean_within_5_percent_under_100_mbit_load(clean_link):
     assert abs(mean - 40.0) <= 2.0, f"mean RTT {mean:.2f} ms under 100 Mbit/s load for 40 ms configured"
 
 
-def _bulk_tcp_rtts(seconds: float) -> tuple[list[float], float]:
-    """Ping RTTs (ms) while iperf3 sends bulk TCP (cubic) from the server to the client, and its goodput (bit/s)."""
-    got: dict[str, float] = {}
-
-    def bulk() -> None:
-        out = docker.exec_in(config.CLIENT_CONTAINER, ["iperf3", "-c", config.SERVER_IP, "-R", "-C", "cubic", "-t",
-                                                        f"{seconds + 2:g}", "-f", "m", "--connect-timeout", "3000"])
-        m = re.findall(r"([\d.]+) Mbits/sec.*receiver", out)
-        got["bps"] = float(m[-1]) * 1e6 if m else 0.0
-
-    t = threading.Thread(target=bulk)
-    t.start()
-    try:
-        time.sleep(2.0)  # past slow start
-        rtts = ping_rtts_ms(int(seconds / 0.02), 0.02)
-    finally:
-        t.join()
-    return rtts, got.get("bps", 0.0)
-
-
 def test_codel_keeps_the_standing_queue_near_its_target(clean_link):
     """20 Mbit/s, 20 ms RTT, 1 MB of buffer (400 ms at the rate) and a bulk cubic flow: drop-tail lets the flow
     fill the buffer, CoDel (target 5 ms) keeps the queueing delay the ping replies see behind the data near its
     target, at the rate."""
     link = shape(rate="20mbit", rtt="20ms", queue="1MB")
-    tail, _ = _bulk_tcp_rtts(6.0)
+    tail, _ = bulk_tcp_rtts(6.0, 0.02)
     still_in_force(link)
     link = shape(rate="20mbit", rtt="20ms", queue="1MB", qdisc="codel")
-    codel, goodput = _bulk_tcp_rtts(6.0)
+    codel, goodput = bulk_tcp_rtts(6.0, 0.02)
     still_in_force(link)
     drops = _metric("quiclab_link_drops_total", direction="downlink", cause="aqm")
     t50, c50 = median(tail) - 20.0, median(codel) - 20.0

@@ -12,19 +12,16 @@ tests/lab/test_link.py.
 from __future__ import annotations
 
 import math
-import re
-import threading
 import time
 
 import pytest
 
-from lab import config, docker
 from lab.link import counters, router, shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link
 from lab.run.probes import wire_counters
 
-from .probes import capture, median, ping_rtts_ms, udp_burst
+from .probes import bulk_tcp_rtts, capture, median, udp_burst
 
 pytestmark = [pytest.mark.lab, pytest.mark.netem]
 
@@ -87,26 +84,6 @@ def test_counters_equal_the_drops_counted_by_tcpdump(netem_link):
     assert up.received is not None and n <= up.received <= n + 20, up  # (a few ARP/ICMP packets of the router's)
 
 
-def _bulk_tcp_rtts(seconds: float) -> tuple[list[float], float]:
-    """Ping RTTs (ms) while iperf3 sends bulk TCP (cubic) from the server to the client, and its goodput (bit/s)."""
-    got: dict[str, float] = {}
-
-    def bulk() -> None:
-        out = docker.exec_in(config.CLIENT_CONTAINER, ["iperf3", "-c", config.SERVER_IP, "-R", "-C", "cubic", "-t",
-                                                        f"{seconds + 2:g}", "-f", "m", "--connect-timeout", "3000"])
-        m = re.findall(r"([\d.]+) Mbits/sec.*receiver", out)
-        got["bps"] = float(m[-1]) * 1e6 if m else 0.0
-
-    t = threading.Thread(target=bulk)
-    t.start()
-    try:
-        time.sleep(2.0)  # past slow start
-        rtts = ping_rtts_ms(int(seconds / 0.05), 0.05)
-    finally:
-        t.join()
-    return rtts, got.get("bps", 0.0)
-
-
 def _down(before: counters.Snapshot | None) -> counters.Counters:
     after = wire_counters("netem")
     assert before is not None and after is not None
@@ -119,7 +96,7 @@ def test_queue_limit_bounds_the_standing_queue(netem_link):
     serialization of one burst, 10 ms), and the overflow shows up as queue drops, not loss."""
     shape(rate="5mbit", rtt="20ms", queue="40p")
     before = wire_counters("netem")
-    rtts, goodput = _bulk_tcp_rtts(6.0)
+    rtts, goodput = bulk_tcp_rtts(6.0, 0.05)
     down = _down(before)
     full_ms = 40 * 1500 * 8 / 5e6 * 1e3
     assert median(rtts) - 20.0 > 0.5 * full_ms, f"median queueing delay {median(rtts) - 20.0:.1f} ms of {full_ms:.0f}"
@@ -132,10 +109,10 @@ def test_codel_keeps_the_standing_queue_near_its_target(netem_link):
     """20 Mbit/s, 20 ms RTT, 1 MB of buffer and a bulk cubic flow: drop-tail lets the flow fill the buffer, CoDel
     (a child of tbf) keeps the queueing delay near its 5 ms target, and its drops at dequeue are queue drops."""
     shape(rate="20mbit", rtt="20ms", queue="1MB")
-    tail, _ = _bulk_tcp_rtts(6.0)
+    tail, _ = bulk_tcp_rtts(6.0, 0.05)
     shape(rate="20mbit", rtt="20ms", queue="1MB", qdisc="codel")
     before = wire_counters("netem")
-    codel, goodput = _bulk_tcp_rtts(6.0)
+    codel, goodput = bulk_tcp_rtts(6.0, 0.05)
     down = _down(before)
     t50, c50 = median(tail) - 20.0, median(codel) - 20.0
     assert t50 > 50.0, f"drop-tail: median queueing delay {t50:.1f} ms (expected the flow to fill the buffer)"
