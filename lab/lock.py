@@ -39,6 +39,24 @@ def _holder(f: int) -> str:
         return "another quiclab command"
 
 
+def holder() -> str | None:
+    """Who holds this lab now (the holder's line), or None when it is free. A probe: takes and drops the lock."""
+    fd = os.open(lock_path(), os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _holder(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def busy_message(who: str) -> str:
+    return f"the lab is busy: {who} is using it; wait for it to finish or stop it (lock file {lock_path()})"
+
+
 @contextlib.contextmanager
 def holding(what: str | None = None) -> Iterator[None]:
     """Hold the lab for the block; LabBusy (one line, exit 2) if another command holds it."""
@@ -48,8 +66,7 @@ def holding(what: str | None = None) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise LabBusy(f"the lab is busy: {_holder(fd)} is using it; wait for it to finish or stop it "
-                          f"(lock file {path})") from None
+            raise LabBusy(busy_message(_holder(fd))) from None
         doc = {"command": what or " ".join(["quiclab", *sys.argv[1:]]), "pid": os.getpid(),
                "since": dt.datetime.now().isoformat(timespec="seconds")}
         os.ftruncate(fd, 0)

@@ -90,8 +90,13 @@ def labs_in_use() -> set[int]:
 
 
 def pick_labs(n: int) -> list[int]:
-    """This process's lab first, then n-1 free lab numbers; exit 2 when the host has not that many free."""
+    """This process's lab first, then n-1 free lab numbers; exit 2 when the host has not that many free, and
+    LabBusy (one line) when this process's own lab is held by another command: said before any lab is brought
+    up, not as a worker's error mid-sweep (the sweep's other labs would carry it alone)."""
     own = config.INSTANCE.number
+    if (who := lock.holder()) is not None:
+        raise lock.LabBusy(f"{lock.busy_message(who)}; or run this sweep from another lab "
+                           f"({config.ENV_INSTANCE}=N, N free: not in {sorted(labs_in_use())})")
     free = [k for k in range(MAX_LABS) if k != own and k not in labs_in_use()]
     if len(free) < n - 1:
         raise UsageError(f"invalid --parallel {n}: only {len(free) + 1} labs can run here now (lab numbers in use: "

@@ -96,7 +96,8 @@ def test_a_lab_is_handed_whole_groups_in_the_plans_shuffled_order():
     assert firsts == sorted(firsts) and sorted(k for g in queue for k in g) == sorted(by_key)
 
 
-def test_lab_numbers_in_use_are_skipped_and_too_many_refused(monkeypatch: pytest.MonkeyPatch):
+def test_lab_numbers_in_use_are_skipped_and_too_many_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setattr(parallel.lock, "lock_path", lambda: tmp_path / "lab.lock")  # (a real lab's may be held)
     names = ["quiclab-router", "quiclab-client", "quiclab-2-router", "quiclab-10-x", "quiclab-3-pki-1"]
     monkeypatch.setattr(parallel.docker, "container_names", lambda prefix: names)
     assert parallel.labs_in_use() == {0, 2, 3}
@@ -104,6 +105,16 @@ def test_lab_numbers_in_use_are_skipped_and_too_many_refused(monkeypatch: pytest
     assert parallel.pick_labs(3)[1:] == [n for n in range(10) if n not in (0, 2, 3, config.INSTANCE.number)][:2]
     with pytest.raises(UsageError, match=r"^invalid --parallel 9: only 8 labs can run here now"):
         parallel.pick_labs(9)
+
+
+def test_a_sweep_whose_own_lab_is_held_is_refused_before_any_lab_starts(monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path: Path):
+    monkeypatch.setattr(parallel.lock, "lock_path", lambda: tmp_path / "lab.lock")
+    monkeypatch.setattr(parallel.docker, "container_names", lambda prefix: ["quiclab-router", "quiclab-4-router"])
+    busy = r"^the lab is busy: `quiclab sweep other` \(pid \d+.*QUICLAB_INSTANCE=N, N free: not in \[0, 4\]\)$"
+    with parallel.lock.holding("quiclab sweep other"), pytest.raises(parallel.lock.LabBusy, match=busy):
+        parallel.pick_labs(2)
+    assert parallel.pick_labs(2)[0] == parallel.config.INSTANCE.number  # free again once the holder is gone
 
 
 class _Log:
