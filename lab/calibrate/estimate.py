@@ -6,8 +6,8 @@
 - jitter: from the RTT series without load (ping, irtt, flent's idle pings; at least MIN_JITTER_SAMPLES): the
   spread p95 - p5 of a sum of two uniform delays of +-J is 2.736 J. Below MIN_JITTER_S it is left out (0).
 - downlink rate: per download, the median of its delivery-rate intervals after its start-up (the first
-  min(STARTUP_S, a quarter of it)); the link's rate is the highest of these medians (a download that did not fill
-  the link says less). A recorded trace (probe input) is the rate as given.
+  min(STARTUP_S, a quarter of it)), in IP bytes (x 1500/1448, WIRE_FACTOR); the link's rate is the highest of these
+  medians (a download that did not fill the link says less). A recorded trace (probe input) is the rate as given.
 - rate trace (mahimahi): from the download with the highest rate when its delivery rate varies (coefficient of
   variation of the intervals >= TRACE_CV, at least TRACE_MIN_S long), or when asked; see trace.py.
 - queue: the delay rise under load, the highest of the downloads' p95 RTT - base RTT, times the rate (bytes).
@@ -40,6 +40,9 @@ MIN_QUEUE_DELAY_S = 0.002
 OVERFLOW_SHARE = 0.5
 OVERFLOW_WINDOW_MIN_S = 0.2
 MTU = 1500
+#: A flow's rate is what it delivered (payload); the link's rate counts whole IP packets: a full segment carries
+#: 1448 payload bytes in 1500 (IP and TCP headers with timestamps).
+WIRE_FACTOR = 1500 / 1448
 
 RateMode = Literal["auto", "constant", "trace"]
 
@@ -80,7 +83,8 @@ def steady(flow: Flow) -> list[tuple[float, float, float]]:
 
 
 def flow_rate(flow: Flow) -> float:
-    return statistics.median(r for _, _, r in steady(flow)) if flow.rate else 0.0
+    """The link rate a flow shows: the median of its delivery rate after start-up, in IP bytes (WIRE_FACTOR)."""
+    return statistics.median(r for _, _, r in steady(flow)) * WIRE_FACTOR if flow.rate else 0.0
 
 
 def variation(flow: Flow) -> float:
@@ -183,7 +187,7 @@ def _down_rate(m: Measurements, down: list[Flow], e: Estimate, mode: RateMode, w
     e.down_rate_cv = variation(best)
     varies = e.down_rate_cv >= TRACE_CV and best.duration_s >= TRACE_MIN_S
     if mode == "trace" or (mode == "auto" and varies):
-        e.down_trace_ms = from_rates(steady(best))
+        e.down_trace_ms = from_rates([(a, b, r * WIRE_FACTOR) for a, b, r in steady(best)])
         e.down_rate_bps = _mean_rate(e.down_trace_ms)
         e.notes.append(f"downlink rate: a trace of the delivery rate of {best.label} ({best.source}), after its "
                        f"start-up (variation {e.down_rate_cv:.2f})")

@@ -94,14 +94,15 @@ def _segment(t: float, buf: bytes, linktype: int) -> Segment | None:
         header, length = ip.hl * 4, ip.len
         src, dst = _addr(ip.src), _addr(ip.dst)
     elif isinstance(ip, dpkt.ip6.IP6):
-        header, length = 40, 40 + ip.plen  # (extension headers are counted in plen; rare on TCP)
+        header, length = 40, 40 + ip.plen if ip.plen else 0  # (extension headers: in plen; rare before TCP)
         src, dst = _addr(ip.src), _addr(ip.dst)
     else:
         return None
     tcp = ip.data
     if not isinstance(tcp, dpkt.tcp.TCP):
         return None
-    payload = max(0, length - header - tcp.off * 4)
+    # (an IP length of 0: a capture at the sender with segmentation offload; the frame is the packet)
+    payload = max(0, length - header - tcp.off * 4) if length > header else len(tcp.data)
     tsval = tsecr = mss = None
     try:
         options = dpkt.tcp.parse_opts(tcp.opts)
