@@ -10,10 +10,11 @@
   medians (a download that did not fill the link says less). A recorded trace (probe input) is the rate as given.
 - rate trace (mahimahi): from the download with the highest rate when its delivery rate varies (coefficient of
   variation of the intervals >= TRACE_CV, at least TRACE_MIN_S long), or when asked; see trace.py.
-- queue: the delay rise under load, the highest of the downloads' p95 RTT - base RTT, times the rate (bytes).
-- random loss: a retransmission counts as queue overflow when the RTT came within the upper half of the way from
-  the base to the download's p95 in the OVERFLOW_WINDOW before it; the rest, over the data segments, is random
-  loss. With a delay rise under MIN_QUEUE_DELAY_S overflow and random loss look the same: no estimate, and the
+- queue: the bytes queued under load, per RTT sample its rise above the base times the delivery rate at that time;
+  the highest of the downloads' p95 (a full queue holds the same bytes at any rate, not the same delay).
+- random loss: a retransmission counts as queue overflow when the queue held at least OVERFLOW_SHARE of its p95
+  bytes in the window (2 RTT, at least OVERFLOW_WINDOW_MIN_S) before it; the rest, over the data segments, is
+  random loss. With a delay rise under MIN_QUEUE_DELAY_S overflow and random loss look the same: no estimate, and the
   retransmission rate is given as an upper bound. Without delay samples beside the retransmissions, likewise.
 """
 
@@ -111,34 +112,52 @@ def base_rtt(m: Measurements, where: str) -> tuple[float, str]:
                      "a capture with the TCP handshake)")
 
 
-def queue_delay(flows: Sequence[Flow], base: float) -> float | None:
-    """The highest of the flows' p95 RTT under load (after start-up) minus the base RTT; None without samples."""
-    rises = []
+def rate_at(flow: Flow, t: float) -> float:
+    """The flow's delivery rate (IP bytes) in the interval holding t (the nearest one when none does)."""
+    if not flow.rate:
+        return 0.0
+    inside = next((r for a, b, r in flow.rate if a <= t < b), None)
+    if inside is None:
+        inside = min(flow.rate, key=lambda x: min(abs(x[0] - t), abs(x[1] - t)))[2]
+    return inside * WIRE_FACTOR
+
+
+def queued(flow: Flow, base: float) -> list[tuple[float, float]]:
+    """(t, bytes queued) per RTT sample after start-up: the delay above the base times the rate at that time (a
+    full queue holds the same bytes at any rate, not the same delay)."""
+    skip = min(STARTUP_S, flow.duration_s / 4)
+    samples = [(t, r) for t, r in flow.rtt if t >= skip] or list(flow.rtt)
+    return [(t, max(0.0, r - base) * rate_at(flow, t) / 8) for t, r in samples]
+
+
+def queue_size(flows: Sequence[Flow], base: float) -> tuple[float, float] | None:
+    """(bytes, seconds) the queue held at its p95, for the flow that filled it most; None without samples."""
+    best: tuple[float, float] | None = None
     for f in flows:
-        skip = min(STARTUP_S, f.duration_s / 4)
-        samples = [r for t, r in f.rtt if t >= skip] or [r for _, r in f.rtt]
-        if samples:
-            rises.append(max(0.0, percentile(samples, 95) - base))
-    return max(rises) if rises else None
+        q = queued(f, base)
+        if q:
+            size = percentile([b for _, b in q], 95)
+            delay = percentile([max(0.0, r - base) for _, r in f.rtt], 95)
+            best = max(best or (size, delay), (size, delay))
+    return best
 
 
 def split_loss(flow: Flow, base: float) -> tuple[int, int] | None:
     """(overflow retransmissions, random ones) of a flow with timed retransmissions and RTT samples; None when the
-    two cannot be told apart (no such data, or a delay rise under MIN_QUEUE_DELAY_S)."""
-    if flow.retransmit_times_s is None or not flow.rtt:
+    two cannot be told apart (no such data, or a delay rise under MIN_QUEUE_DELAY_S). A retransmission is an
+    overflow when the queue held at least OVERFLOW_SHARE of its p95 bytes in the window before it."""
+    if flow.retransmit_times_s is None or not flow.rtt or not flow.rate:
         return None
-    peak = percentile([r for _, r in flow.rtt], 95)
-    if peak - base < MIN_QUEUE_DELAY_S:
+    rtts = [r for _, r in flow.rtt]
+    peak_rtt = percentile(rtts, 95)
+    if peak_rtt - base < MIN_QUEUE_DELAY_S:
         return None
-    high = base + OVERFLOW_SHARE * (peak - base)
-    window = max(OVERFLOW_WINDOW_MIN_S, 2 * peak)
-    times = [t for t, _ in flow.rtt]
+    q = queued(flow, base)
+    high = OVERFLOW_SHARE * percentile([b for _, b in q], 95)
+    window = max(OVERFLOW_WINDOW_MIN_S, 2 * peak_rtt)
     overflow = 0
     for t in flow.retransmit_times_s:
-        near = [r for s, r in flow.rtt if t - window <= s <= t]
-        if not near:  # the nearest sample before (or after) it
-            i = min(range(len(times)), key=lambda k: abs(times[k] - t))
-            near = [flow.rtt[i][1]]
+        near = [b for s, b in q if t - window <= s <= t] or [min(q, key=lambda x: abs(x[0] - t))[1]]
         overflow += max(near) >= high
     return overflow, len(flow.retransmit_times_s) - overflow
 
@@ -197,13 +216,14 @@ def _down_rate(m: Measurements, down: list[Flow], e: Estimate, mode: RateMode, w
 
 
 def _queue(down: list[Flow], e: Estimate) -> None:
-    rise = queue_delay(down, e.base_rtt_s)
-    if rise is None or e.down_rate_bps is None:
+    size = queue_size(down, e.base_rtt_s)
+    if size is None:
         e.notes.append("queue: no RTT samples under load, left at the lab's default (one BDP)")
         return
-    e.queue_delay_s = rise
-    e.down_queue_bytes = max(MTU, round(rise * e.down_rate_bps / 8))
-    e.notes.append(f"queue: the RTT rose {rise * 1000:.1f} ms under load (p95 - base) at the downlink's rate")
+    e.down_queue_bytes = max(MTU, round(size[0]))
+    e.queue_delay_s = size[1]
+    e.notes.append(f"queue: the p95 of the bytes queued under load (the RTT's rise above the base times the "
+                   f"delivery rate then; a rise of {size[1] * 1000:.1f} ms at p95)")
 
 
 def _loss(down: list[Flow], e: Estimate) -> None:

@@ -3,11 +3,13 @@ millisecond per line, one line per 1500-byte delivery opportunity, never decreas
 its period; ../shared/traces/README.mahimahi).
 
 Each interval (start, end, bit/s) gives rate x length / 12000 opportunities, the fractions carried to the next
-interval so that none is lost to rounding, spread evenly over the interval (times from the first interval's
-start). An interval with no delivery gives none: the link is down there."""
+interval so that none is lost to rounding, spread evenly over the interval, the last at its end (times from the first
+interval's start, rounded up to whole milliseconds: 12 Mbit/s for 1 s is 1, 2, ..., 1000, as mahimahi's own
+constant-rate traces). An interval with no delivery gives none: the link is down there."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,7 +29,7 @@ def from_rates(rate: Sequence[tuple[float, float, float]]) -> list[int]:
         k = int(n)
         carry = n - k
         for j in range(k):
-            ms = round((start - t0 + (j + 0.5) * (end - start) / k) * 1000)
+            ms = math.ceil((start - t0 + (j + 1) * (end - start) / k) * 1000 - 1e-6)
             out.append(max(ms, out[-1] if out else 0))
     if not out or out[-1] <= 0:
         raise ValueError("the rate intervals deliver less than one 1500-byte packet")
