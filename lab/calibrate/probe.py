@@ -137,7 +137,7 @@ def assess(m: Measurements) -> tuple[list[str], list[str]]:
         unnamed = " (a capture does not say which congestion control the server ran)" if any(
             f.cc is None for f in m.flows) else ""
         cannot.append(f"the lab search over candidate links (Pantheon's): it needs two or more senders of known "
-                      f"congestion control; these measurements have {len(ccs) or 'no'} named{unnamed}")
+                      f"congestion control; these measurements name {len(ccs) or 'none'}{unnamed}")
     if "up" not in traces and not any(f.direction == "up" for f in m.flows):
         cannot.append("the uplink's rate: nothing was sent upwards (the calibrated link leaves the uplink unlimited)")
     return can, cannot

@@ -12,6 +12,7 @@ import typer
 from lab import terminal
 from lab.calibrate import measurements, scenario_file
 from lab.calibrate.estimate import Estimate, estimate
+from lab.errors import UsageError
 from lab.plan.checks import load
 
 ESTIMATE_FILE = "estimate.json"
@@ -47,7 +48,10 @@ def register(app: typer.Typer) -> None:
         e = estimate(m, str(folder), rate)
         written = scenario_file.write(out, e, str(folder))
         load(out)  # the sweep's own loader: a file it would refuse is never handed over as calibrated
-        (folder / ESTIMATE_FILE).write_text(e.model_dump_json(indent=1) + "\n", encoding="utf-8")
+        try:
+            (folder / ESTIMATE_FILE).write_text(e.model_dump_json(indent=1) + "\n", encoding="utf-8")
+        except OSError as err:
+            raise UsageError(f"cannot write {str(folder / ESTIMATE_FILE)!r}: {err.strerror}") from None
         terminal.table("first estimates", ["what", "estimate"], _rows(e))
         for note in e.notes:
             terminal.info(note)
