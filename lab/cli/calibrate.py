@@ -5,15 +5,15 @@ search over candidate links (lab/calibrate/search.py) is not wired to the lab ye
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from lab import terminal
-from lab.calibrate import measurements, scenario_file
-from lab.calibrate.estimate import Estimate, estimate
 from lab.errors import UsageError
-from lab.plan.checks import load
+
+if TYPE_CHECKING:
+    from lab.calibrate.estimate import Estimate
 
 ESTIMATE_FILE = "estimate.json"
 
@@ -44,6 +44,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """First estimates of the measured path's link (base RTT, rate or rate trace, queue, random loss, jitter),
         written as a scenario file for `quiclab sweep --scenario FILE`."""
+        # (imported here: the measurement models cost every other command's start-up a moment)
+        from lab.calibrate import measurements, scenario_file
+        from lab.calibrate.estimate import estimate
+        from lab.plan.checks import load
+
         m = measurements.read(folder)
         e = estimate(m, str(folder), rate)
         written = scenario_file.write(out, e, str(folder))

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lab import terminal
-from lab.calibrate import measurements
-from lab.calibrate.measurements import Flow
-from lab.calibrate.probe import probe as read_inputs
 from lab.errors import UsageError
+
+if TYPE_CHECKING:
+    from lab.calibrate.measurements import Flow
 
 
 def _mbit(f: Flow) -> str:
@@ -34,6 +34,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Read your own measurements of a path into a measurement folder for `quiclab calibrate`, and say what
         they can and cannot tell about the path."""
+        # (imported here: the pcap reader, dpkt, costs every other command's start-up a moment)
+        from lab.calibrate import measurements
+        from lab.calibrate.probe import probe as read_inputs
+
         if (out / measurements.FILE).exists():
             raise UsageError(f"--out {out}: already a measurement folder (has {measurements.FILE}): give a new one")
         m = read_inputs(inputs)
