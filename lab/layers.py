@@ -29,6 +29,9 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("lab.plan",),
      "WHAT to run: scenario (validated fields), checks (the point-dependent checks), plan (points, seeded shuffled "
      "runs, timeouts), shard, presets (lab/plan/presets/*.toml), support (whether a run can run here)"),
+    (("lab.calibrate",),
+     "a measured path: a user's measurements read into a measurement folder (pcap, ping/irtt, iperf3, flent), "
+     "the first estimates of its link, the scenario file that carries them, the search over candidate links"),
     (("lab.results",),
      "the sweep folder format: schema (RunRecord = runs.csv's row), folder (the manifest), store (runs.csv "
      "appended + fsynced, the manifest written whole), objects.csv, publish (what a reference folder keeps)"),

@@ -13,6 +13,7 @@ from lab import config, signals, terminal
 from lab.cli import (
     bench,
     build,
+    calibrate,
     compare,
     dashboard,
     docs,
@@ -20,6 +21,7 @@ from lab.cli import (
     explain,
     merge,
     presets,
+    probe,
     publish,
     report,
     reproduce,
@@ -45,7 +47,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 for module in (up, down, status, dashboard, run, shape, sweep, merge, presets, report, compare, reproduce, bench,
-               build, docs, explain, publish):
+               build, docs, explain, publish, probe, calibrate):
     module.register(app)
 sweep.register_worker(app)
 

@@ -1,0 +1,244 @@
+"""The first estimates of a link from a measurement folder: pure functions, no lab.
+
+- base RTT: the lowest RTT sample of any kind (without load, else under load: too high if the queue never emptied).
+  With jitter the link's `rtt` is base + 2 x jitter: the lab's uniform jitter (delay +- jitter per direction) then
+  reaches down to the base.
+- jitter: from the RTT series without load (ping, irtt, flent's idle pings; at least MIN_JITTER_SAMPLES): the
+  spread p95 - p5 of a sum of two uniform delays of +-J is 2.736 J. Below MIN_JITTER_S it is left out (0).
+- downlink rate: per download, the median of its delivery-rate intervals after its start-up (the first
+  min(STARTUP_S, a quarter of it)), in IP bytes (x 1500/1448, WIRE_FACTOR); the link's rate is the highest of these
+  medians (a download that did not fill the link says less). A recorded trace (probe input) is the rate as given.
+- rate trace (mahimahi): from the download with the highest rate when its delivery rate varies (coefficient of
+  variation of the intervals >= TRACE_CV, at least TRACE_MIN_S long), or when asked; see trace.py.
+- queue: the bytes queued under load, per RTT sample its rise above the base times the delivery rate at that time;
+  the highest of the downloads' p95 (a full queue holds the same bytes at any rate, not the same delay).
+- random loss: a retransmission counts as queue overflow when the queue held at least OVERFLOW_SHARE of its p95
+  bytes in the window (2 RTT, at least OVERFLOW_WINDOW_MIN_S) before it; the rest, over the data segments, is
+  random loss. With a delay rise under MIN_QUEUE_DELAY_S overflow and random loss look the same: no estimate, and the
+  retransmission rate is given as an upper bound. Without delay samples beside the retransmissions, likewise.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from lab.calibrate.measurements import Flow, Measurements
+from lab.calibrate.trace import from_rates
+from lab.errors import UsageError
+
+STARTUP_S = 2.0
+TRACE_CV = 0.25
+TRACE_MIN_S = 10.0
+MIN_JITTER_SAMPLES = 10
+MIN_JITTER_S = 0.0005
+UNIFORM_SUM_P5_P95 = 2.736  # (p95 - p5) of U(-J, J) + U(-J, J), in J
+MIN_QUEUE_DELAY_S = 0.002
+OVERFLOW_SHARE = 0.5
+OVERFLOW_WINDOW_MIN_S = 0.2
+MTU = 1500
+#: A flow's rate is what it delivered (payload); the link's rate counts whole IP packets: a full segment carries
+#: 1448 payload bytes in 1500 (IP and TCP headers with timestamps).
+WIRE_FACTOR = 1500 / 1448
+
+RateMode = Literal["auto", "constant", "trace"]
+
+
+class Estimate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    base_rtt_s: float
+    rtt_s: float                         # the link's rtt setting (base + 2 x jitter)
+    jitter_s: float = 0.0
+    down_rate_bps: float | None = None   # mean rate of the trace when there is one
+    down_rate_cv: float | None = None
+    down_trace_ms: list[int] | None = None
+    down_queue_bytes: int | None = None
+    queue_delay_s: float | None = None
+    down_loss: float | None = None       # random loss outside overflow episodes
+    down_loss_upper: float | None = None  # when it cannot be told apart: every retransmission's rate
+    up_rate_bps: float | None = None
+    up_trace_ms: list[int] | None = None
+    #: what each estimate came from, and what it could not use (sentences)
+    notes: list[str] = []
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolation percentile (q in 0..100) of a non-empty list."""
+    s = sorted(values)
+    pos = (len(s) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def steady(flow: Flow) -> list[tuple[float, float, float]]:
+    """The flow's rate intervals after its start-up (all of them when nothing would be left)."""
+    skip = min(STARTUP_S, flow.duration_s / 4)
+    rest = [r for r in flow.rate if r[0] >= skip]
+    return rest or list(flow.rate)
+
+
+def flow_rate(flow: Flow) -> float:
+    """The link rate a flow shows: the median of its delivery rate after start-up, in IP bytes (WIRE_FACTOR)."""
+    return statistics.median(r for _, _, r in steady(flow)) * WIRE_FACTOR if flow.rate else 0.0
+
+
+def variation(flow: Flow) -> float:
+    rates = [r for _, _, r in steady(flow)]
+    mean = statistics.fmean(rates) if rates else 0.0
+    return statistics.pstdev(rates) / mean if len(rates) > 1 and mean > 0 else 0.0
+
+
+def jitter(series: Sequence[float]) -> float:
+    if len(series) < MIN_JITTER_SAMPLES:
+        return 0.0
+    j = (percentile(series, 95) - percentile(series, 5)) / UNIFORM_SUM_P5_P95
+    return j if j >= MIN_JITTER_S else 0.0
+
+
+def base_rtt(m: Measurements, where: str) -> tuple[float, str]:
+    idle = m.idle_rtts()
+    if idle:
+        return min(idle), "the lowest RTT without load"
+    loaded = [r for f in m.flows for _, r in f.rtt]
+    if loaded:
+        return min(loaded), "the lowest RTT under load (no sample without load: too high if the queue never emptied)"
+    raise UsageError(f"{where}: no RTT sample at all: nothing to set the link's RTT from (add ping or irtt output, or "
+                     "a capture with the TCP handshake)")
+
+
+def rate_at(flow: Flow, t: float) -> float:
+    """The flow's delivery rate (IP bytes) in the interval holding t (the nearest one when none does)."""
+    if not flow.rate:
+        return 0.0
+    inside = next((r for a, b, r in flow.rate if a <= t < b), None)
+    if inside is None:
+        inside = min(flow.rate, key=lambda x: min(abs(x[0] - t), abs(x[1] - t)))[2]
+    return inside * WIRE_FACTOR
+
+
+def queued(flow: Flow, base: float) -> list[tuple[float, float]]:
+    """(t, bytes queued) per RTT sample after start-up: the delay above the base times the rate at that time (a
+    full queue holds the same bytes at any rate, not the same delay)."""
+    skip = min(STARTUP_S, flow.duration_s / 4)
+    samples = [(t, r) for t, r in flow.rtt if t >= skip] or list(flow.rtt)
+    return [(t, max(0.0, r - base) * rate_at(flow, t) / 8) for t, r in samples]
+
+
+def queue_size(flows: Sequence[Flow], base: float) -> tuple[float, float] | None:
+    """(bytes, seconds) the queue held at its p95, for the flow that filled it most; None without samples."""
+    best: tuple[float, float] | None = None
+    for f in flows:
+        q = queued(f, base)
+        if q:
+            size = percentile([b for _, b in q], 95)
+            delay = percentile([max(0.0, r - base) for _, r in f.rtt], 95)
+            best = max(best or (size, delay), (size, delay))
+    return best
+
+
+def split_loss(flow: Flow, base: float) -> tuple[int, int] | None:
+    """(overflow retransmissions, random ones) of a flow with timed retransmissions and RTT samples; None when the
+    two cannot be told apart (no such data, or a delay rise under MIN_QUEUE_DELAY_S). A retransmission is an
+    overflow when the queue held at least OVERFLOW_SHARE of its p95 bytes in the window before it."""
+    if flow.retransmit_times_s is None or not flow.rtt or not flow.rate:
+        return None
+    rtts = [r for _, r in flow.rtt]
+    peak_rtt = percentile(rtts, 95)
+    if peak_rtt - base < MIN_QUEUE_DELAY_S:
+        return None
+    q = queued(flow, base)
+    high = OVERFLOW_SHARE * percentile([b for _, b in q], 95)
+    window = max(OVERFLOW_WINDOW_MIN_S, 2 * peak_rtt)
+    overflow = 0
+    for t in flow.retransmit_times_s:
+        near = [b for s, b in q if t - window <= s <= t] or [min(q, key=lambda x: abs(x[0] - t))[1]]
+        overflow += max(near) >= high
+    return overflow, len(flow.retransmit_times_s) - overflow
+
+
+def _segments(f: Flow) -> int:
+    return f.segments or max(1, round(f.bytes / 1448))
+
+
+def estimate(m: Measurements, where: str, mode: RateMode = "auto") -> Estimate:
+    base, base_from = base_rtt(m, where)
+    j = jitter(m.idle_rtts(series_only=True))
+    e = Estimate(base_rtt_s=base, rtt_s=base + 2 * j, jitter_s=j, notes=[f"base RTT: {base_from}"])
+    if j:
+        e.notes.append("jitter: from the spread (p5..p95) of the RTT without load, as the lab's uniform jitter")
+    down = [f for f in m.flows if f.direction == "down" and f.rate]
+    _down_rate(m, down, e, mode, where)
+    _queue(down, e)
+    _loss(down, e)
+    up = [f for f in m.flows if f.direction == "up" and f.rate]
+    up_trace = next((t for t in m.traces if t.direction == "up"), None)
+    if up_trace is not None:
+        e.up_trace_ms = up_trace.trace_ms
+        e.up_rate_bps = _mean_rate(up_trace.trace_ms)
+    elif up:
+        e.up_rate_bps = max(flow_rate(f) for f in up)
+    else:
+        e.notes.append("uplink: not measured, left unlimited")
+    return e
+
+
+def _mean_rate(trace_ms: list[int]) -> float:
+    return len(trace_ms) * MTU * 8 / (trace_ms[-1] / 1000)
+
+
+def _down_rate(m: Measurements, down: list[Flow], e: Estimate, mode: RateMode, where: str) -> None:
+    recorded = next((t for t in m.traces if t.direction == "down"), None)
+    if recorded is not None:
+        e.down_trace_ms = recorded.trace_ms
+        e.down_rate_bps = _mean_rate(recorded.trace_ms)
+        e.notes.append(f"downlink rate: the recorded trace {recorded.file}")
+        return
+    if not down:
+        raise UsageError(f"{where}: no download in these measurements: nothing to set the downlink's rate from")
+    best = max(down, key=flow_rate)
+    e.down_rate_bps = flow_rate(best)
+    e.down_rate_cv = variation(best)
+    varies = e.down_rate_cv >= TRACE_CV and best.duration_s >= TRACE_MIN_S
+    if mode == "trace" or (mode == "auto" and varies):
+        e.down_trace_ms = from_rates([(a, b, r * WIRE_FACTOR) for a, b, r in steady(best)])
+        e.down_rate_bps = _mean_rate(e.down_trace_ms)
+        e.notes.append(f"downlink rate: a trace of the delivery rate of {best.label} ({best.source}), after its "
+                       f"start-up (variation {e.down_rate_cv:.2f})")
+    else:
+        e.notes.append(f"downlink rate: the median delivery rate of {best.label} ({best.source}) after its start-up "
+                       f"(variation {e.down_rate_cv:.2f}, constant below {TRACE_CV} or under {TRACE_MIN_S:g} s)")
+
+
+def _queue(down: list[Flow], e: Estimate) -> None:
+    size = queue_size(down, e.base_rtt_s)
+    if size is None:
+        e.notes.append("queue: no RTT samples under load, left at the lab's default (one BDP)")
+        return
+    e.down_queue_bytes = max(MTU, round(size[0]))
+    e.queue_delay_s = size[1]
+    e.notes.append(f"queue: the p95 of the bytes queued under load (the RTT's rise above the base times the "
+                   f"delivery rate then; a rise of {size[1] * 1000:.1f} ms at p95)")
+
+
+def _loss(down: list[Flow], e: Estimate) -> None:
+    split = [(f, s) for f in down if (s := split_loss(f, e.base_rtt_s)) is not None]
+    counted = [f for f in down if f.retransmits is not None]
+    if split:
+        random = sum(s[1] for _, s in split)
+        overflow = sum(s[0] for _, s in split)
+        e.down_loss = random / sum(_segments(f) for f, _ in split)
+        e.notes.append(f"random loss: {random} retransmission(s) outside overflow episodes of "
+                       f"{random + overflow} ({overflow} while the queue was near full)")
+    elif counted:
+        e.down_loss_upper = sum(f.retransmits or 0 for f in counted) / sum(_segments(f) for f in counted)
+        e.notes.append(f"random loss: not told apart from queue overflow (no RTT beside the retransmissions, or the "
+                       f"RTT hardly rose); every retransmission together is {e.down_loss_upper:.3%}, an upper bound; "
+                       "the link gets no random loss")
+    else:
+        e.notes.append("random loss: no retransmission counts in these measurements; the link gets none")

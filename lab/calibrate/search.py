@@ -1,0 +1,238 @@
+"""The search over candidate links (Pantheon's calibration): run the measured senders through candidate links and
+keep the one whose throughput and delay come closest to what the same senders got on the real path.
+
+This module is the search only; measuring a candidate is the caller's: `measure(candidates)` runs every measured
+sender over each candidate link (in the lab: a sweep of those senders on that link, parallel labs for a batch) and
+returns, per candidate, each sender's throughput and p50 RTT under load, or None for a candidate that could not be
+measured (kept among the tried ones with an infinite error, never chosen: a failure is censored, not dropped).
+
+- Objective, per sender: ln(throughput / real)^2 + ln(p50 RTT / real)^2 (relative, symmetric, smooth); a
+  candidate's error is the mean over the senders (each weighs the same, however fast). A sender the candidate's
+  result lacks counts as infinite. What is reported per sender is the relative error of each (relative_errors).
+- Search: Levenberg-Marquardt in log space over the downlink's rate, the RTT, the queue and the random loss, on
+  the residuals ln(got / real) of every sender's throughput and delay, from the first estimates. Each round
+  measures one batch of 4 neighbours (each parameter x e^step: the Jacobian by forward differences), then one batch
+  of 3 steps with 3 dampings (parallel labs measure a batch together), and moves to the best step if it lowers the
+  error (less damping next), else damps more. It is a local search: it refines first estimates, it does not explore
+  far from them. It stops when a step moves every parameter by less than `min_step` (in log), when no step helps,
+  or when the budget of measured candidates is spent. Parameters stay within the lab's limits; a candidate that
+  could not be measured holds its parameter for that round.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MIN_RATE_BPS = 10_000.0
+MAX_RATE_BPS = 10e9
+MIN_RTT_S = 0.0001
+MAX_RTT_S = 10.0
+MIN_QUEUE_BYTES = 1500
+MAX_QUEUE_BYTES = 1 << 30
+MAX_LOSS = 0.5
+LOSS_FLOOR = 1e-5  # loss 0 is searched as this (log space); a result below it is written as 0
+PARAMS = ("rate_bps", "rtt_s", "queue_bytes", "loss")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A link the search tries: what differs between candidates (the rest of the link stays as estimated)."""
+
+    rate_bps: float
+    rtt_s: float
+    queue_bytes: int
+    loss: float = 0.0
+
+    def link(self) -> dict[str, str]:
+        """The candidate as scenario [link] settings (lab/link/spec.py keys; rate, queue and loss on the downlink)."""
+        return {"rtt": f"{self.rtt_s * 1000:.4f}ms", "rate": f"{self.rate_bps / 1e6:.6f}mbit",
+                "queue": f"{self.queue_bytes}B", "loss": f"{self.loss * 100:.5f}%"}
+
+
+@dataclass(frozen=True)
+class Observed:
+    throughput_bps: float
+    p50_rtt_s: float
+
+
+Result = Mapping[str, Observed]
+#: Measures each candidate with every sender; a batch so that the caller can spread it over parallel labs.
+Measure = Callable[[Sequence[Candidate]], Sequence[Result | None]]
+
+
+@dataclass(frozen=True)
+class Tried:
+    candidate: Candidate
+    result: Result | None
+    error: float
+    per_sender: dict[str, float]
+
+
+@dataclass
+class Fit:
+    best: Tried
+    tried: list[Tried] = field(default_factory=list)
+    rounds: int = 0
+    stopped: str = ""
+
+
+def sender_error(real: Observed, got: Observed) -> float:
+    """ln(throughput / real)^2 + ln(p50 RTT / real)^2: 0 when both match; symmetric in over and under; smooth (a
+    sum of absolute errors has kinks where one term is 0, on which a pattern search stalls)."""
+    if real.throughput_bps <= 0 or real.p50_rtt_s <= 0:
+        raise ValueError("the real path's throughput and RTT must be above 0")
+    if got.throughput_bps <= 0 or got.p50_rtt_s <= 0:
+        return math.inf
+    return (math.log(got.throughput_bps / real.throughput_bps) ** 2
+            + math.log(got.p50_rtt_s / real.p50_rtt_s) ** 2)
+
+
+def relative_errors(real: Observed, got: Observed) -> tuple[float, float]:
+    """(throughput / real - 1, p50 RTT / real - 1): what is printed per sender."""
+    return got.throughput_bps / real.throughput_bps - 1, got.p50_rtt_s / real.p50_rtt_s - 1
+
+
+def error(real: Result, got: Result | None) -> tuple[float, dict[str, float]]:
+    """(the candidate's error, each sender's)."""
+    if not real:
+        raise ValueError("no senders to compare")
+    per = {s: (sender_error(r, got[s]) if got is not None and s in got else math.inf) for s, r in real.items()}
+    return sum(per.values()) / len(per), per
+
+
+def _vector(c: Candidate) -> list[float]:
+    return [math.log(c.rate_bps), math.log(c.rtt_s), math.log(c.queue_bytes), math.log(max(c.loss, LOSS_FLOOR))]
+
+
+def _candidate(x: Sequence[float]) -> Candidate:
+    loss = math.exp(x[3])
+    return _within(Candidate(rate_bps=math.exp(x[0]), rtt_s=math.exp(x[1]), queue_bytes=round(math.exp(x[2])),
+                             loss=0.0 if loss <= LOSS_FLOOR * 1.0001 else loss))
+
+
+def _within(c: Candidate) -> Candidate:
+    """`c` with each parameter brought within the lab's limits."""
+    return Candidate(rate_bps=min(MAX_RATE_BPS, max(MIN_RATE_BPS, c.rate_bps)),
+                     rtt_s=min(MAX_RTT_S, max(MIN_RTT_S, c.rtt_s)),
+                     queue_bytes=min(MAX_QUEUE_BYTES, max(MIN_QUEUE_BYTES, c.queue_bytes)),
+                     loss=min(MAX_LOSS, max(0.0, c.loss)))
+
+
+def _key(c: Candidate) -> tuple[float, ...]:
+    return (round(c.rate_bps, -2), round(c.rtt_s, 6), float(c.queue_bytes), round(c.loss, 7))
+
+
+def residuals(real: Result, got: Result | None) -> np.ndarray | None:
+    """ln(got / real) of each sender's throughput and p50 RTT, in the order of `real`; None if any is missing."""
+    if got is None or any(s not in got for s in real):
+        return None
+    out = []
+    for s, r in real.items():
+        g = got[s]
+        if g.throughput_bps <= 0 or g.p50_rtt_s <= 0:
+            return None
+        out += [math.log(g.throughput_bps / r.throughput_bps), math.log(g.p50_rtt_s / r.p50_rtt_s)]
+    return np.array(out)
+
+
+class _Runner:
+    """Measures batches within the budget, each candidate once, keeping every one tried."""
+
+    def __init__(self, real: Result, measure: Measure, budget: int, fit: Fit) -> None:
+        self.real, self.measure, self.budget, self.fit = real, measure, budget, fit
+        self.seen: dict[tuple[float, ...], Tried] = {}
+
+    @property
+    def left(self) -> int:
+        return self.budget - len(self.fit.tried)
+
+    def run(self, batch: Sequence[Candidate]) -> list[Tried | None]:
+        """Each candidate's Tried, None for one the budget left unmeasured."""
+        fresh = [c for c in dict.fromkeys(batch) if _key(c) not in self.seen][: max(0, self.left)]
+        results = list(self.measure(fresh)) if fresh else []
+        if len(results) != len(fresh):
+            raise ValueError(f"measure returned {len(results)} results for {len(fresh)} candidates")
+        for c, r in zip(fresh, results, strict=True):
+            e, per = error(self.real, r)
+            self.seen[_key(c)] = t = Tried(c, r, e, per)
+            self.fit.tried.append(t)
+            if t.error < self.fit.best.error:
+                self.fit.best = t
+        return [self.seen.get(_key(c)) for c in batch]
+
+
+def search(real: Result, start: Candidate, measure: Measure, budget: int = 40, step: float = 0.1,
+           min_step: float = 0.005, progress: Callable[[Fit], None] | None = None) -> Fit:
+    """The candidate link nearest to the real path (see the module's docstring); every candidate measured is kept
+    in `tried`, in the order measured."""
+    if budget < 1:
+        raise ValueError("budget must be at least 1")
+    start = _within(start)
+    fit = Fit(best=Tried(start, None, math.inf, {}))
+    runner = _Runner(real, measure, budget, fit)
+    here = runner.run([start])[0]
+    damping = 1.0
+    while True:
+        if here is None or (r0 := residuals(real, here.result)) is None:
+            fit.stopped = "the first estimates could not be measured"
+            break
+        if runner.left <= 0:
+            fit.stopped = f"budget of {budget} candidates spent"
+            break
+        x = np.array(_vector(here.candidate))
+        jac = _jacobian(runner, real, x, r0, step)
+        if jac is None:
+            fit.stopped = f"budget of {budget} candidates spent"
+            break
+        moves = [_lm_step(jac, r0, damping * f) for f in DAMPINGS]
+        trials = runner.run([_candidate(x + d) for d in moves])
+        fit.rounds += 1
+        ok = [(t, f) for t, f in zip(trials, DAMPINGS, strict=True) if t is not None]
+        best = min(ok, key=lambda tf: tf[0].error, default=None)
+        if best is not None and best[0].error < here.error:
+            moved = float(np.max(np.abs(np.array(_vector(best[0].candidate)) - x)))
+            here, damping = best[0], max(1e-6, damping * best[1] / 3)
+            if moved < min_step:
+                fit.stopped = f"converged (a step below {min_step:g})"
+        else:
+            damping *= 10
+            if damping > 1e6:
+                fit.stopped = "converged (no step lowers the error)"
+        if progress is not None:
+            progress(fit)
+        if fit.stopped:
+            break
+    return fit
+
+
+#: The damping factors tried in one batch each round (x the current one): parallel labs measure them together.
+DAMPINGS = (0.1, 1.0, 10.0)
+MAX_MOVE = 1.0  # at most a factor e per parameter in one step
+
+
+def _jacobian(runner: _Runner, real: Result, x: np.ndarray, r0: np.ndarray, step: float) -> np.ndarray | None:
+    """Forward differences, one candidate per parameter (one batch); a parameter whose neighbour could not be
+    measured is held this round (its column 0). None when the budget ran out."""
+    probes = [_candidate(x + step * np.eye(len(x))[k]) for k in range(len(x))]
+    tried = runner.run(probes)
+    if any(t is None for t in tried):
+        return None
+    jac = np.zeros((len(r0), len(x)))
+    for k, t in enumerate(tried):
+        r = residuals(real, t.result) if t is not None else None
+        actual = _vector(probes[k])[k] - x[k]  # (a parameter at a limit moves less, or not at all)
+        if r is not None and abs(actual) > 1e-9:
+            jac[:, k] = (r - r0) / actual
+    return jac
+
+
+def _lm_step(jac: np.ndarray, r: np.ndarray, damping: float) -> np.ndarray:
+    """Levenberg-Marquardt: (J'J + damping diag(J'J)) d = -J'r, each parameter's move capped at MAX_MOVE."""
+    jtj = jac.T @ jac
+    a = jtj + damping * np.diag(np.diag(jtj)) + 1e-9 * np.eye(len(jtj))
+    d = np.linalg.solve(a, -jac.T @ r)
+    return np.clip(d, -MAX_MOVE, MAX_MOVE)

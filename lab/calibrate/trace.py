@@ -1,0 +1,43 @@
+"""A delivery-rate time series as a mahimahi trace (the format lab/link/spec.py reads and linkem replays: one whole
+millisecond per line, one line per 1500-byte delivery opportunity, never decreasing, looping with the last one as
+its period; ../shared/traces/README.mahimahi).
+
+Each interval (start, end, bit/s) gives rate x length / 12000 opportunities, the fractions carried to the next
+interval so that none is lost to rounding, spread evenly over the interval, the last at its end (times from the first
+interval's start, rounded up to whole milliseconds: 12 Mbit/s for 1 s is 1, 2, ..., 1000, as mahimahi's own
+constant-rate traces). An interval with no delivery gives none: the link is down there."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from lab.errors import UsageError
+
+OPPORTUNITY_BITS = 1500 * 8
+
+
+def from_rates(rate: Sequence[tuple[float, float, float]]) -> list[int]:
+    if not rate:
+        raise ValueError("no rate intervals")
+    t0 = rate[0][0]
+    carry = 0.0
+    out: list[int] = []
+    for start, end, bps in rate:
+        n = max(0.0, bps) * (end - start) / OPPORTUNITY_BITS + carry
+        k = int(n)
+        carry = n - k
+        for j in range(k):
+            ms = math.ceil((start - t0 + (j + 1) * (end - start) / k) * 1000 - 1e-6)
+            out.append(max(ms, out[-1] if out else 0))
+    if not out or out[-1] <= 0:
+        raise ValueError("the rate intervals deliver less than one 1500-byte packet")
+    return out
+
+
+def write(path: Path, trace_ms: Sequence[int]) -> None:
+    try:
+        path.write_text("".join(f"{t}\n" for t in trace_ms), encoding="ascii")
+    except OSError as e:
+        raise UsageError(f"cannot write the trace {str(path)!r}: {e.strerror}") from None

@@ -1,0 +1,127 @@
+"""`quiclab calibrate`'s first estimates (lab/calibrate/estimate.py) recover a known path from a synthetic capture
+(tests/pathsim.py) and tool outputs, and the scenario file they are written as loads with the sweep's own loader
+(lab/plan/checks.py) into that link."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lab.calibrate import scenario_file
+from lab.calibrate.estimate import WIRE_FACTOR, estimate, percentile
+from lab.calibrate.measurements import Flow, Measurements
+from lab.calibrate.probe import probe
+from lab.calibrate.trace import from_rates
+from lab.errors import UsageError
+from lab.link.spec import read_trace
+from lab.plan.checks import load
+from tests import calibrate_inputs as inputs
+from tests import pathsim
+
+RATE, RTT, QUEUE = 4e6, 0.04, 27
+
+
+def _measure(tmp_path: Path, path: pathsim.Path, seconds: float, timestamps: bool = True,
+             extra: dict[str, str] | None = None) -> Measurements:
+    cap = tmp_path / "d.pcap"
+    cap.write_bytes(pathsim.capture(pathsim.download(path, seconds), timestamps=timestamps))
+    files = [cap]
+    for name, text in (extra or {}).items():
+        (tmp_path / name).write_text(text)
+        files.append(tmp_path / name)
+    return probe(files)
+
+
+@pytest.fixture(scope="module")
+def overflow_only(tmp_path_factory: pytest.TempPathFactory) -> Measurements:
+    return _measure(tmp_path_factory.mktemp("c"), pathsim.Path(RATE, RTT, QUEUE), 8)
+
+
+def test_a_constant_link_is_recovered_and_loads_as_that_link(tmp_path, overflow_only):
+    e = estimate(overflow_only, "m")
+    assert e.base_rtt_s == pytest.approx(RTT, abs=1e-6) and e.rtt_s == e.base_rtt_s and e.jitter_s == 0
+    assert e.down_rate_bps == pytest.approx(RATE, rel=0.03) and e.down_trace_ms is None
+    assert e.down_queue_bytes == pytest.approx(QUEUE * 1500, rel=0.1)
+    assert e.down_loss == 0 and any("outside overflow episodes of" in n for n in e.notes)
+    out = tmp_path / "my link.toml"
+    assert scenario_file.write(out, e, "m") == [out]
+    s = load(out)
+    assert s.name == "my-link"
+    assert s.link == {"rtt": "40ms", "down": {"rate": f"{round(e.down_rate_bps / 1e6, 4):g}mbit",
+                                              "queue": f"{e.down_queue_bytes}B"}}
+    assert out.read_text().startswith("# The first estimates of `quiclab calibrate m`")
+
+
+def test_random_loss_outside_overflow_episodes(tmp_path):
+    m = _measure(tmp_path, pathsim.Path(RATE, RTT, QUEUE, loss=0.01), 8)
+    e = estimate(m, "m")
+    assert e.down_loss is not None and 0.005 <= e.down_loss <= 0.02
+    assert e.down_loss_upper is None
+    out = tmp_path / "l.toml"
+    scenario_file.write(out, e, "m")
+    assert load(out).link["down"]["loss"] == f"{round(e.down_loss * 100, 4):g}%"
+
+
+def test_without_delay_samples_loss_is_only_an_upper_bound(tmp_path):
+    m = _measure(tmp_path, pathsim.Path(RATE, RTT, QUEUE), 8, timestamps=False)
+    e = estimate(m, "m")
+    assert e.down_loss is None and e.down_loss_upper is not None and e.down_loss_upper > 0
+    assert e.down_queue_bytes is None
+    out = tmp_path / "u.toml"
+    scenario_file.write(out, e, "m")
+    assert set(load(out).link["down"]) == {"rate"}
+
+
+def test_a_varying_rate_becomes_a_trace_the_loader_reads(tmp_path):
+    def rate(t: float) -> float:
+        return 6e6 if int(t / 2) % 2 == 0 else 2e6
+
+    m = _measure(tmp_path, pathsim.Path(rate, RTT, 80), 16)
+    e = estimate(m, "m")
+    assert e.down_trace_ms is not None and e.down_rate_cv is not None and e.down_rate_cv >= 0.25
+    out = tmp_path / "cell.toml"
+    written = scenario_file.write(out, e, "m")
+    assert [p.name for p in written] == ["cell.toml", "cell.down.trace"]
+    assert read_trace(written[1]) == e.down_trace_ms
+    link = load(out).link
+    assert link["down"] == {"trace": str(written[1].resolve()), "queue": f"{e.down_queue_bytes}B"}
+    # the trace carries the rate's pattern: its half seconds are at about 6 or about 2 Mbit/s (IP bytes)
+    per_window = [sum(1 for t in e.down_trace_ms if w * 500 <= t < (w + 1) * 500) * 12000 / 0.5
+                  for w in range(e.down_trace_ms[-1] // 500)]
+    assert percentile(per_window, 90) == pytest.approx(6e6, rel=0.1)
+    assert percentile(per_window, 10) == pytest.approx(2e6, rel=0.2)
+    constant = estimate(m, "m", "constant")
+    assert constant.down_trace_ms is None and constant.down_rate_bps is not None
+
+
+def test_jitter_and_the_rtt_setting_from_idle_pings(tmp_path, overflow_only):
+    m = overflow_only.model_copy(deep=True)
+    (tmp_path / "p.txt").write_text(inputs.ping_text(inputs.uniform_rtts(30, 2, 400)))
+    m.idle += probe([tmp_path / "p.txt"]).idle
+    e = estimate(m, "m")
+    assert e.jitter_s == pytest.approx(0.002, rel=0.2)
+    assert e.base_rtt_s == pytest.approx(0.030, abs=0.0005)
+    assert e.rtt_s == pytest.approx(0.034, abs=0.001)  # the middle of the pings' range: the lab's jitter spans it
+    out = tmp_path / "j.toml"
+    scenario_file.write(out, e, "m")
+    assert set(load(out).link) == {"rtt", "jitter", "down"}
+
+
+def test_the_trace_keeps_every_opportunity():
+    trace = from_rates([(0.0, 1.0, 12e6), (1.0, 1.5, 0.0), (1.5, 2.0, 1.2e6), (2.0, 2.1, 1e5)])
+    assert len(trace) == 1000 + 50 + 0  # the 0.83 of the last interval is not a whole packet
+    assert trace[:1000] == list(range(1, 1001))
+    assert trace[1000:] == list(range(1510, 2001, 10))
+    with pytest.raises(ValueError):
+        from_rates([(0.0, 0.1, 1e5)])
+
+
+def test_no_rtt_at_all_is_refused_naming_the_folder():
+    flow = Flow(source="r.json", label="iperf3 cubic", duration_s=5, bytes=5_000_000, rate=[(0, 5, 8e6)])
+    with pytest.raises(UsageError, match=r"^folder: no RTT sample at all"):
+        estimate(Measurements(inputs=[], flows=[flow]), "folder")
+    flow.rtt = [(1.0, 0.05)]
+    e = estimate(Measurements(inputs=[], flows=[flow]), "folder")
+    assert e.base_rtt_s == 0.05 and e.down_rate_bps == pytest.approx(8e6 * WIRE_FACTOR)
+    assert "no sample without load" in e.notes[0]

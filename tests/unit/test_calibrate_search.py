@@ -1,0 +1,99 @@
+"""The search over candidate links (lab/calibrate/search.py), with a synthetic "measure this candidate" callable: a
+fake path model in which two senders' throughput and delay depend on the link's rate, RTT, queue and loss, as the
+lab's measured senders would. The lab wiring replaces the model; the search logic is what is tested here."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pytest
+
+from lab.calibrate.search import Candidate, Observed, Result, error, relative_errors, search, sender_error
+
+MSS_BITS = 1448 * 8
+
+
+def model(c: Candidate) -> Result:
+    """cubic: loss-limited (Mathis) up to the rate, fills the queue (p50 at 3/4 of it); bbr: the rate less the loss,
+    hardly any queue."""
+    queue_s = c.queue_bytes * 8 / c.rate_bps
+    mathis = 1.22 * MSS_BITS / (c.rtt_s * math.sqrt(c.loss)) if c.loss > 0 else math.inf
+    share = min(1.0, mathis / c.rate_bps)
+    return {
+        "cubic": Observed(c.rate_bps * (1 - c.loss) * share, c.rtt_s + 0.75 * queue_s),
+        "bbr": Observed(c.rate_bps * (1 - c.loss), c.rtt_s + 0.05 * queue_s),
+    }
+
+
+HIDDEN = Candidate(rate_bps=12e6, rtt_s=0.06, queue_bytes=60_000, loss=0.002)
+
+
+class Lab:
+    """Counts what it was asked to measure; fails (None) the candidates `broken` says."""
+
+    def __init__(self, broken: float = math.inf) -> None:
+        self.batches: list[int] = []
+        self.broken = broken
+
+    def __call__(self, batch: Sequence[Candidate]) -> list[Result | None]:
+        self.batches.append(len(batch))
+        return [None if c.rate_bps > self.broken else model(c) for c in batch]
+
+
+def test_the_hidden_link_is_found_from_rough_first_estimates():
+    real = model(HIDDEN)
+    start = Candidate(rate_bps=8e6, rtt_s=0.08, queue_bytes=200_000, loss=0.0005)
+    lab = Lab()
+    progress: list[int] = []
+    fit = search(real, start, lab, budget=60, progress=lambda f: progress.append(len(f.tried)))
+    assert fit.stopped.startswith("converged")
+    assert fit.best.error < 1e-6
+    assert all(e < 1e-6 for e in fit.best.per_sender.values())
+    b = fit.best.candidate
+    assert b.rate_bps == pytest.approx(HIDDEN.rate_bps, rel=0.01)
+    assert b.rtt_s == pytest.approx(HIDDEN.rtt_s, rel=0.01)
+    assert b.queue_bytes == pytest.approx(HIDDEN.queue_bytes, rel=0.01)
+    assert b.loss == pytest.approx(HIDDEN.loss, rel=0.01)
+    assert sum(lab.batches) == len(fit.tried) <= 60  # every candidate measured once, and kept
+    assert len({(t.candidate.rate_bps, t.candidate.rtt_s, t.candidate.queue_bytes, t.candidate.loss)
+                for t in fit.tried}) == len(fit.tried)
+    assert progress == sorted(progress) and len(progress) == fit.rounds
+    assert lab.batches[0] == 1 and set(lab.batches[1:]) <= {3, 4}  # the Jacobian's 4, the 3 steps: one batch each
+    assert fit.tried[0].candidate == start and fit.tried[0].error > 0.3
+
+
+def test_the_budget_is_kept():
+    lab = Lab()
+    fit = search(model(HIDDEN), Candidate(8e6, 0.08, 200_000, 0.0005), lab, budget=13)  # 1 + 4 + 3 + 4 + 1
+    assert len(fit.tried) == sum(lab.batches) == 13
+    assert fit.stopped == "budget of 13 candidates spent"
+    assert fit.best.error == min(t.error for t in fit.tried)
+
+
+def test_a_candidate_that_could_not_be_measured_is_kept_and_never_chosen():
+    lab = Lab(broken=10e6)  # the lab fails every candidate above 10 Mbit/s
+    fit = search(model(HIDDEN), Candidate(9e6, 0.06, 60_000, 0.002), lab, budget=60)
+    failed = [t for t in fit.tried if t.result is None]
+    assert failed and all(t.error == math.inf for t in failed)
+    assert fit.best.result is not None and fit.best.candidate.rate_bps <= 10e6
+
+
+def test_the_objective():
+    real = {"cubic": Observed(10e6, 0.05), "bbr": Observed(12e6, 0.04)}
+    assert sender_error(Observed(10e6, 0.05), Observed(11e6, 0.04)) == pytest.approx(
+        math.log(1.1) ** 2 + math.log(0.8) ** 2)
+    assert relative_errors(Observed(10e6, 0.05), Observed(11e6, 0.04)) == (pytest.approx(0.1), pytest.approx(-0.2))
+    total, per = error(real, {"cubic": Observed(10e6, 0.05), "bbr": Observed(6e6, 0.04)})
+    assert per == {"cubic": 0.0, "bbr": pytest.approx(math.log(2) ** 2)} and total == pytest.approx(per["bbr"] / 2)
+    assert error(real, {"cubic": Observed(10e6, 0.05)})[1]["bbr"] == math.inf  # a sender missing: censored
+    assert error(real, None)[0] == math.inf
+
+
+def test_candidates_stay_within_the_labs_limits():
+    fit = search(model(HIDDEN), Candidate(20_000, 0.0002, 1500, 0.0), Lab(), budget=30)
+    for t in fit.tried:
+        c = t.candidate
+        assert c.rate_bps >= 10_000 and c.rtt_s >= 0.0001 and c.queue_bytes >= 1500 and 0 <= c.loss <= 0.5
+    assert Candidate(12e6, 0.06, 60_000, 0.002).link() == {
+        "rtt": "60.0000ms", "rate": "12.000000mbit", "queue": "60000B", "loss": "0.20000%"}
