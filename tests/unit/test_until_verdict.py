@@ -24,7 +24,7 @@ from lab.results.schema import RunRecord
 from lab.run import parallel, runner
 from lab.run.lab_session import Callbacks
 from lab.run.rounds import Rounds, drive
-from lab.stats import until
+from lab.stats import replay, until
 from lab.stats.sequential import boundaries, look_level
 from tests.unit.test_sequential import _tolerance, simulate
 
@@ -270,3 +270,15 @@ def test_parallel_labs_take_a_round_only_when_the_last_is_recorded():
     repeats = [next(iter(rs)) for _, rs in taken]
     assert repeats == sorted(repeats) and repeats.count(0) == repeats.count(1) == repeats.count(2) == 3
     assert asked_with_in_flight == [0, 0, 0] and shared.drained
+
+
+def test_a_sweep_run_until_decided_against_its_own_first_5_repeats(tmp_path):
+    """replay.versus_fixed, the acceptance check of a real run: the fixed design judged on the sweep's own first 5
+    repeats (the seeds a fixed sweep would use)."""
+    run_to_end(tmp_path)
+    r = replay.versus_fixed(store.load_runs(tmp_path), rule())
+    assert (r.sequential_decided, r.fixed_decided, r.repeats) == (2, 2, 5)
+    assert r.runs_where_fixed_decided == (30, 30) and (r.sequential_runs, r.fixed_runs) == (3 * (10 + MAX), 45)
+    assert r.disagreements == []
+    text = replay.describe("uv", r, rule(), replayed=False)
+    assert text.startswith("MEASURED") and "2 points decided with 66 runs" in text
