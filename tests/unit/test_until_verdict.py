@@ -223,7 +223,7 @@ def test_false_equivalent_with_the_rounds_looks_is_at_most_alpha(theta, seed):
 
 
 def test_the_report_shows_n_needed_and_why_stopped(tmp_path):
-    rounds, _, _ = run_to_end(tmp_path)
+    run_to_end(tmp_path)
     records = store.load_runs(tmp_path)
     manifest = store.read_manifest(tmp_path)
     md = summary_markdown(records, manifest)
