@@ -127,7 +127,8 @@ def start(s: Scenario, preset: str | None, results_dir: Path, *, part: shard.Sha
         else:
             terminal.info(f"sweep {s.name}: {len(points(s))} points x {len(s.protocols)} protocols x "
                           f"{sum(runs_pair(s, c, v) for c in s.clients for v in s.servers)} client/server pairs x "
-                          f"{s.repeats} repeats = {len(every)} runs"
+                          f"{'at most ' if rule else ''}{s.repeats} repeats = {len(every)} runs"
+                          f"{' at most' if rule else ''}"
                           f"{f' (shard {part}: {len(runs)} runs)' if part else ''} -> {where}")
         if rounds is not None:
             terminal.info(_until_line(rounds.rule))
