@@ -282,3 +282,67 @@ def test_a_sweep_run_until_decided_against_its_own_first_5_repeats(tmp_path):
     assert r.disagreements == []
     text = replay.describe("uv", r, rule(), replayed=False)
     assert text.startswith("MEASURED") and "2 points decided with 66 runs" in text
+
+
+class _Live:
+    def __getattr__(self, _name):
+        return lambda *a, **k: None
+
+
+def _fake_lifecycle(monkeypatch, stop_after: int | None):
+    """lab/run/sweep.py's start and resume with every lab part faked (no lab lock, no Docker, no push): the
+    session records each run through the sweep's own callbacks; after `stop_after` runs in all it is Ctrl-C."""
+    from lab.results.folder import Environment
+    from lab.run import sweep
+
+    ran = {"n": 0}
+
+    class Session:
+        def __init__(self, s, folder, facts, host_guard, calls):
+            self.calls = calls
+
+        def warm_up(self, runs):
+            pass
+
+        def run(self, runs):
+            for r in runs:
+                if stop_after is not None and ran["n"] >= stop_after:
+                    raise KeyboardInterrupt
+                self.calls.record(fake_record(r))
+                ran["n"] += 1
+            return runner.Finish("complete")
+
+        def close(self, complete):
+            pass
+
+    monkeypatch.setattr(sweep, "_holding", lambda one_lab: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(sweep.lab, "require_up", lambda *a, **k: None)
+    monkeypatch.setattr(sweep.lab, "ensure_available", lambda *a, **k: None)
+    monkeypatch.setattr(sweep, "_facts", lambda book, s: Environment(shaper="linkem"))
+    monkeypatch.setattr(sweep, "LabSession", Session)
+    monkeypatch.setattr(sweep.Publisher, "for_sweep", classmethod(lambda cls, *a, **k: _Live()))
+    monkeypatch.setattr(sweep, "build_report", lambda folder: [])
+    monkeypatch.setattr(sweep.explain_folder, "after_sweep", lambda *a, **k: "")
+    monkeypatch.setattr(sweep.environment, "git", lambda *a, **k: {"commit": "test"})
+    return sweep
+
+
+def test_the_sweep_lifecycle_runs_rounds_and_a_resume_continues_them(tmp_path, monkeypatch):
+    """lab/run/sweep.py start -> Ctrl-C mid-round -> resume, with the lab faked: the manifest's section and End,
+    and runs.csv end as an uninterrupted sweep's."""
+    sweep = _fake_lifecycle(monkeypatch, stop_after=9 * 2 + 5)
+    with pytest.raises(sweep.SweepInterrupted):
+        sweep.start(scenario(), None, tmp_path, rule=rule())
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    m = store.read_manifest(folder)
+    assert m.status == "interrupted" and len(store.load_runs(folder)) == 23
+    rec = until.Record.model_validate(m.until_verdict)
+    assert rec.runs == 23 and rec.open == 3 and [p.n for p in rec.points] == [2, 2, 2]  # from disk at the finish
+    _fake_lifecycle(monkeypatch, stop_after=None)
+    assert sweep.resume(folder) == (folder, True)
+    m = store.read_manifest(folder)
+    rec = until.Record.model_validate(m.until_verdict)
+    assert m.status == "complete" and rec.open == 0
+    assert [(p.n, p.stop) for p in rec.points] == [(5, "decided"), (MAX, "most repeats"), (5, "decided")]
+    keys = [r.run_key for r in store.load_runs(folder)]
+    assert len(keys) == len(set(keys)) == 3 * (5 + MAX + 5) == m.completed_runs
