@@ -155,7 +155,8 @@ def resume(folder: Path) -> tuple[Path, bool]:
             todo = rounds.next() if rounds else [r for r in mine if r.key not in kept]
             sections: list[Section] = [_resumed(book)]
             if m.parallel is not None:
-                count = min(int(m.parallel["labs"]), max(1, len(groups(todo))))
+                # (a sweep run until decided: as many labs as it started with; later rounds may be larger)
+                count = int(m.parallel["labs"]) if rounds else min(int(m.parallel["labs"]), max(1, len(groups(todo))))
                 numbers = parallel.pick_labs(count)
                 sections.append(Labs(parallel={**m.parallel, "instances": numbers}))
             book.put(*sections)
