@@ -36,15 +36,18 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
      "the sweep folder format: schema (RunRecord = runs.csv's row), folder (the manifest), store (runs.csv "
      "appended + fsynced, the manifest written whole), objects.csv, publish (what a reference folder keeps)"),
     (("lab.stats", "lab.observe"),
-     "statistics (estimates and intervals, paired and sequential rules, the comparison verdict, the CC check); "
+     "statistics (estimates and intervals, paired and sequential rules, the comparison verdict, the rounds until "
+     "decided and their replay, the CC check); "
      "Prometheus/Grafana services and the sweep's live metrics"),
     (("lab.explain",), "each run explained from its own evidence (explain.json), the worked examples"),
-    (("lab.report",), "what is rendered from a folder: report, summary, html, plots, headline, why; merge"),
+    (("lab.report",),
+     "what is rendered from a folder: report, summary, html, plots, headline, why, runs until decided; merge"),
     (("lab.lab",), "bringing the lab up and down"),
     (("lab.run",),
      "HOW a plan runs: runner (one run: plan check -> probes before -> transfer -> probes after -> RunRecord built "
      "once), probes, transfer, workload runner, sender congestion control, the sweep's lifecycle, a lab session, "
-     "parallel labs, environment facts, startup cache, host load, reproduce"),
+     "parallel labs, the rounds of a sweep run until decided, environment facts, startup cache, host load, "
+     "reproduce"),
     (("lab.bench", "lab.docgen"), "benchmarks; the generated docs (`quiclab docs`: seed atlas, blocks, this diagram)"),
     (("lab.cli",), "the commands (typer + rich): parse, validate, print; only the entry point imports them"),
     (("lab.__main__",), "the entry point"),

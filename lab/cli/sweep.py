@@ -18,6 +18,7 @@ from lab.results import store
 from lab.run import hostload
 from lab.run import parallel as parallel_labs
 from lab.run import sweep as lifecycle
+from lab.stats import until
 from lab.stats.stats import summarize
 
 
@@ -110,6 +111,15 @@ def register(app: typer.Typer) -> None:
             "--host-guard", help="A run during which the host, not the link, was the bottleneck: repeat (run it "
                                  "again, up to 3 times; the default with --parallel), flag (keep it, flagged; the "
                                  "default on one lab, where the run's own load is the host's) or off.")] = None,
+        until_verdict: Annotated[str | None, typer.Option(
+            "--until-verdict", help="Run repeats in rounds until every point's comparison of each other method "
+                                    "with this BASELINE method (protocol/client/server as the run keys name it, or "
+                                    "a part naming it alone, e.g. h1) is decided, equivalent or differs, by a "
+                                    "sequential rule whose errors are each at most 5 % (docs/results.md), or "
+                                    "--max-repeats is reached.")] = None,
+        max_repeats: Annotated[int | None, typer.Option(
+            "--max-repeats", help=f"With --until-verdict: the most repeats per point (default "
+                                  f"{until.DEFAULT_MAX_REPEATS}).")] = None,
     ) -> None:
         """Run a sweep (a preset or --scenario FILE), or --resume one; writes results/<timestamp>-<name>/."""
         for flag, value, top in (("--repeats", repeats, scenario.MAX_REPEATS), ("--seed", seed, scenario.MAX_SEED)):
@@ -120,6 +130,16 @@ def register(app: typer.Typer) -> None:
         labs = parallel_labs.parse(parallel) if parallel is not None else 1
         if host_guard is not None and host_guard not in hostload.GUARDS:
             raise UsageError(f"invalid --host-guard {host_guard!r}: allowed are {', '.join(hostload.GUARDS)}")
+        if max_repeats is not None and until_verdict is None:
+            raise UsageError("--max-repeats goes with --until-verdict (a fixed sweep takes --repeats)")
+        if until_verdict is not None:
+            for flag, given in (("--repeats", repeats), ("--shard", shard_of), ("--reuse", reuse or None)):
+                if given is not None:
+                    raise UsageError(f"{flag} cannot be given with --until-verdict (it runs rounds of one repeat "
+                                     "per open point up to --max-repeats, on this host)")
+            if max_repeats is not None and not 1 <= max_repeats <= scenario.MAX_REPEATS:
+                raise UsageError(f"invalid --max-repeats {max_repeats}: allowed is 1..{scenario.MAX_REPEATS}")
+            repeats = max_repeats if max_repeats is not None else until.DEFAULT_MAX_REPEATS
         if parallel is not None and part is not None:
             raise UsageError("--parallel and --shard cannot be combined: --parallel runs the whole plan on this host "
                              "(shards are for several machines)")
@@ -130,7 +150,8 @@ def register(app: typer.Typer) -> None:
                                  "--clients": clients, "--servers": servers, "--shaper": shaper,
                                  "--capture": capture, "--out": out, "--reuse": reuse, "--shard": shard_of,
                                  "--dry-run": dry_run, "--workload": workload, "--sender-cc": sender_cc,
-                                 "--parallel": parallel, "--host-guard": host_guard})
+                                 "--parallel": parallel, "--host-guard": host_guard,
+                                 "--until-verdict": until_verdict, "--max-repeats": max_repeats})
             # not a sweep folder, or a scenario that is no longer valid: say so before the lab is touched
             manifest = store.read_manifest(resume)  # (not UTF-8, not JSON, no scenario: a UsageError naming it)
             checks.validate(manifest.scenario, str(resume / store.MANIFEST))
@@ -150,6 +171,7 @@ def register(app: typer.Typer) -> None:
             s = checks.validate(data, where)
             if part:
                 shard.check(part, plan(s))
+            rule = _rule(until_verdict, s)
             if dry_run:
                 _print_plan(s, name, part)
                 return
@@ -161,7 +183,8 @@ def register(app: typer.Typer) -> None:
             previous = store.latest_matching(out, s.model_dump(), wanted) if reuse else None
             if previous is None:
                 folder, complete = lifecycle.start(s, name, out, part=part, labs=labs,
-                                                   host_guard=host_guard or ("flag" if labs == 1 else "repeat"))
+                                                   host_guard=host_guard or ("flag" if labs == 1 else "repeat"),
+                                                   rule=rule)
             elif store.read_manifest(previous).status == "complete":
                 terminal.info(f"--reuse: {previous.name} already holds this sweep, complete; showing it")
                 folder, complete = previous, True
@@ -174,6 +197,16 @@ def register(app: typer.Typer) -> None:
         terminal.line(f"results: {folder}/ (summary.md, runs.csv, plots/, report.html)")
         if not complete:
             raise lifecycle.SweepInterrupted(folder)
+
+
+def _rule(baseline: str | None, s: scenario.Scenario) -> until.Rule | None:
+    """--until-verdict's rule: the baseline resolved among the plan's methods (exit 2 naming the value and the
+    methods allowed); the most repeats are the scenario's (set from --max-repeats)."""
+    if baseline is None:
+        return None
+    methods = sorted({(r.protocol.value, r.client, r.server) for r in plan(s)})
+    base = until.resolve_baseline(baseline, methods)
+    return until.Rule(baseline=until.method_name(base), max_repeats=s.repeats)
 
 
 def register_worker(app: typer.Typer) -> None:

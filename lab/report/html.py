@@ -29,6 +29,8 @@ from lab.report.summary import (
     stats_table,
 )
 from lab.report.svg import svg_element
+from lab.report.until_report import TITLE as UNTIL_TITLE
+from lab.report.until_report import until_section
 from lab.results.folder import as_doc
 from lab.results.schema import RunRecord
 from lab.stats.stats import censored_runs, excluded_runs, exclusion_reason
@@ -132,6 +134,14 @@ def _censored_section(records: Sequence[RunRecord]) -> str:
                          "did not complete (censored)", "Every run that is a result completed.")
 
 
+def _until_html(manifest: dict[str, Any]) -> list[str]:
+    until = until_section(manifest)
+    if until is None:
+        return []
+    return [f"<h2>{escape(UNTIL_TITLE)}</h2>", f'<p class="note">{escape(until.note)}</p>',
+            *([html_table(until.table)] if until.table else [])]
+
+
 def report_html(records: Sequence[RunRecord], manifest: ManifestLike, plot_dir: Path,
                 stats: SweepStats | None = None) -> str:
     """report.html from the records, the manifest, the plots in plot_dir and the records' statistics (computed here
@@ -155,6 +165,7 @@ def report_html(records: Sequence[RunRecord], manifest: ManifestLike, plot_dir: 
         "<h2>Transfer time and goodput per method</h2>", f'<p class="note">{escape(CI_NOTE)}</p>',
         html_table(stats_table(stats.groups)) if records else "<p>No runs.</p>",
         f'<p class="warn">{escape(drops)}</p>' if (drops := receiver_drops_note(records)) else "",
+        *_until_html(manifest),
         "<h2>HTTP/3 vs TCP</h2>", f'<p class="note">{escape(RATIO_NOTE)}</p>',
         html_table(ratio_table(rat)) if rat else "<p>No HTTP/3 and TCP runs to compare.</p>",
         "<h2>Sweep</h2>", _manifest_section(records, manifest),

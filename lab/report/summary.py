@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from lab.report.until_report import TITLE as UNTIL_TITLE
+from lab.report.until_report import until_section
 from lab.results.folder import Manifest, as_doc
 from lab.results.schema import RunRecord
 from lab.stats.fmt import EN, NA, fmt_ci, fmt_est, fmt_level, sig3
@@ -258,6 +260,9 @@ def summary_markdown(records: Sequence[RunRecord], manifest: ManifestLike, stats
     if drops:
         parts += [f"**{drops}**", ""]
     rat = stats.ratios
+    until = until_section(manifest)
+    if until is not None:
+        parts += [f"## {UNTIL_TITLE}", "", until.note, "", *([md_table(until.table), ""] if until.table else [])]
     parts += ["## HTTP/3 vs TCP", "", RATIO_NOTE, "",
               md_table(ratio_table(rat)) if rat else "No HTTP/3 and TCP runs to compare.", ""]
     parts += cc_markdown(records, stats.cc_checks)

@@ -131,6 +131,14 @@ class End(Section):
     teardown_problems: list[str] | None = None
 
 
+class UntilVerdict(Section):
+    """A sweep run until decided (`quiclab sweep --until-verdict`): the sequential rule, its levels (nominal and
+    spent), per point the repeats it needed or reached and why it stopped (lab/stats/until.py Record: its
+    document; lab/run/rounds.py writes it after every round and at the sweep's finish)."""
+
+    until_verdict: JSONDict | None = None
+
+
 class Merge(Section):
     """A merged folder's own keys (lab/report/merge.py)."""
 
@@ -140,13 +148,14 @@ class Merge(Section):
     differences: list[str] | None = None
 
 
-SECTIONS: tuple[type[Section], ...] = (Sweep, Environment, Labs, End, Merge)
+SECTIONS: tuple[type[Section], ...] = (Sweep, Environment, Labs, End, UntilVerdict, Merge)
 S = TypeVar("S", bound=Section)
 
 
-class Manifest(Sweep, Environment, Labs, End, Merge):
-    """manifest.json: the keys of its sections (Sweep, Environment, Labs, End; a merge's Merge), typed; every key is
-    optional (older folders lack some) and any other key (older or newer versions' own) is kept as it is.
+class Manifest(Sweep, Environment, Labs, End, UntilVerdict, Merge):
+    """manifest.json: the keys of its sections (Sweep, Environment, Labs, End; a sweep run until decided, UntilVerdict;
+    a merge's Merge), typed; every key is optional (older folders lack some) and any other key (older or newer
+    versions' own) is kept as it is.
 
     A manifest read and written again is the same JSON document: only keys that were read or set are written
     (`doc`), in the order they were read (new keys after them), values unconverted (strict types: no int becomes

@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -209,26 +210,46 @@ class _Shared:
     lock: threading.Lock = field(default_factory=threading.Lock)
     in_flight: int = 0  # groups handed to a lab and not yet finished
     parts: tuple[str, ...] = ()  # the optional parts of the lab the plan needs (extra labs start only those)
+    #: a sweep run until decided: the next round's runs, asked for once the queue is empty and nothing is in flight
+    #: (every group of the round recorded); None once it had none
+    more: Callable[[], list[PlannedRun]] | None = None
+    changed: threading.Condition = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.changed = threading.Condition(self.lock)
 
     def take(self) -> list[str] | None:
-        with self.lock:
-            if self.stopping.is_set() or not self.queue:
-                return None
-            self.in_flight += 1
-            return self.queue.popleft()
+        """The next group; with `more`, waits while a round is still in flight, then asks for the next round."""
+        with self.changed:
+            while True:
+                if self.stopping.is_set():
+                    return None
+                if self.queue:
+                    self.in_flight += 1
+                    return self.queue.popleft()
+                if self.more is None:
+                    return None
+                if self.in_flight == 0:
+                    batch = self.more()
+                    if not batch:
+                        self.more = None
+                    self.queue.extend(_queue(batch))
+                    continue
+                self.changed.wait(timeout=0.5)
 
     def settle(self, unfinished: list[str]) -> None:
         """A group handed out is over: finished, or (what was not recorded) back to the queue's front."""
-        with self.lock:
+        with self.changed:
             self.in_flight -= 1
             if unfinished:
                 self.queue.appendleft(unfinished)
+            self.changed.notify_all()
 
     @property
     def drained(self) -> bool:
-        """Nothing left to hand out and nothing in flight: labs still coming up will get no work."""
+        """Nothing left to hand out, nothing in flight and no round to come: labs still coming up get no work."""
         with self.lock:
-            return not self.queue and self.in_flight == 0
+            return not self.queue and self.in_flight == 0 and self.more is None
 
 
 def _bring_up(lab_: _Lab, shared: _Shared) -> bool:
@@ -379,14 +400,16 @@ class Result:
     teardown_problems: list[str]
 
 
-def run(folder: Path, s: Scenario, todo: list[PlannedRun], numbers: list[int], calls: Callbacks) -> Result:
+def run(folder: Path, s: Scenario, todo: list[PlannedRun], numbers: list[int], calls: Callbacks,
+        more: Callable[[], list[PlannedRun]] | None = None) -> Result:
     """Run `todo` over the labs `numbers` (the first this process's own, up; the others brought up here and taken
-    down as soon as they have no more work, and in any case before this returns). Ctrl-C (or SIGTERM): the
-    workers are stopped, the outcome is "interrupted"; a group not finished is not recorded."""
+    down as soon as they have no more work, and in any case before this returns); with `more` (a sweep run until
+    decided), then its rounds as each one is recorded whole. Ctrl-C (or SIGTERM): the workers are stopped, the
+    outcome is "interrupted"; a group not finished is not recorded."""
     logs = folder / "labs"
     logs.mkdir(exist_ok=True)
     labs = [_Lab(k, logs) for k in numbers]
-    shared = _Shared(_queue(todo), calls, parts=_parts(s))
+    shared = _Shared(_queue(todo), calls, parts=_parts(s), more=more)
     t0 = time.monotonic()
     threads = [threading.Thread(target=_drive, args=(lab_, folder, shared, t0, i > 0), daemon=True)
                for i, lab_ in enumerate(labs)]

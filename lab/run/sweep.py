@@ -3,7 +3,8 @@
     start / resume     the folder and its manifest (the Sweep section once; End and, parallel, Labs), the runs to do
     run                one lab: a LabSession in this process (lab/run/lab_session.py), its facts recorded first;
                        N labs: lab/run/parallel.py's coordinator, each lab a LabSession in its worker. Both get the
-                       same callbacks: each record to runs.csv, the progress bar and the live push
+                       same callbacks: each record to runs.csv, the progress bar and the live push; a sweep run
+                       until decided (--until-verdict) runs in rounds (lab/run/rounds.py), each from runs.csv
     finish             one `finally`, whatever ended the sweep (complete, Ctrl-C/SIGTERM, the lab's failure, a bug):
                        the End section (status, stop reason, tear-down problems), the labs' facts, the explanations
                        of a complete sweep, the report
@@ -38,6 +39,8 @@ from lab.results.folder import End, Environment, Labs, Manifest, Section, Sweep
 from lab.results.schema import RunRecord
 from lab.run import environment, parallel, runner
 from lab.run.lab_session import Callbacks, LabSession, close_lab, measure, run_label
+from lab.run.rounds import Rounds, drive
+from lab.stats import until
 
 
 def now() -> str:
@@ -96,9 +99,10 @@ def _resumed(book: _Book) -> End:
 # --- start and resume -------------------------------------------------------------------------------------------
 
 def start(s: Scenario, preset: str | None, results_dir: Path, *, part: shard.ShardSpec | None = None,
-          labs: int | None = 1, host_guard: str = "flag") -> tuple[Path, bool]:
+          labs: int | None = 1, host_guard: str = "flag", rule: until.Rule | None = None) -> tuple[Path, bool]:
     """A new sweep on this process's lab (`labs` 1), or over `labs` labs (None: parallel.auto). Returns the folder
-    and True (complete); Ctrl-C: SweepInterrupted, the lab's failure: EnvironmentFailure, both after the finish."""
+    and True (complete); Ctrl-C: SweepInterrupted, the lab's failure: EnvironmentFailure, both after the finish.
+    With a `rule` (--until-verdict; the scenario's repeats are its most) the runs go in rounds until decided."""
     every = plan(s)
     runs = part.select(every) if part else every
     count = 1 if labs == 1 else labs if labs is not None else parallel.auto(every)
@@ -114,6 +118,7 @@ def start(s: Scenario, preset: str | None, results_dir: Path, *, part: shard.Sha
         if numbers:
             sections.append(Labs(parallel={"labs": count, "instances": numbers, "auto": labs is None}))
         book.put(*sections)  # a sweep folder from the start: resumable
+        rounds = Rounds(folder, runs, rule, book.put) if rule is not None else None
         where = folder.relative_to(config.ROOT) if folder.is_relative_to(config.ROOT) else folder
         if numbers:
             terminal.info(f"sweep {s.name}: {len(every)} runs in {len(groups(every))} (point, repeat) groups over "
@@ -122,9 +127,12 @@ def start(s: Scenario, preset: str | None, results_dir: Path, *, part: shard.Sha
         else:
             terminal.info(f"sweep {s.name}: {len(points(s))} points x {len(s.protocols)} protocols x "
                           f"{sum(runs_pair(s, c, v) for c in s.clients for v in s.servers)} client/server pairs x "
-                          f"{s.repeats} repeats = {len(every)} runs"
+                          f"{'at most ' if rule else ''}{s.repeats} repeats = {len(every)} runs"
+                          f"{' at most' if rule else ''}"
                           f"{f' (shard {part}: {len(runs)} runs)' if part else ''} -> {where}")
-        return folder, _run(book, s, lambda: (runs, 0), numbers)
+        if rounds is not None:
+            terminal.info(_until_line(rounds.rule))
+        return folder, _run(book, s, lambda: (rounds.next() if rounds else runs, 0), numbers, rounds)
 
 
 def resume(folder: Path) -> tuple[Path, bool]:
@@ -137,23 +145,33 @@ def resume(folder: Path) -> tuple[Path, bool]:
         lab.ensure_available(s.clients, s.servers)
         mine = shard.restrict(m.doc(), plan(s))  # a shard's folder holds its shard of the plan
         numbers: list[int] = []
+        rule = until.Rule.model_validate((m.until_verdict or {}).get("rule")) if m.until_verdict else None
+        rounds = Rounds(folder, mine, rule, book.put) if rule is not None else None
 
         def begin() -> tuple[list[PlannedRun], int]:
             nonlocal numbers
             kept = store.completed_runs(store.load_runs(folder, report_torn=True), {r.key for r in mine})
             store.rewrite_runs(folder, list(kept.values()))
-            todo = [r for r in mine if r.key not in kept]
+            todo = rounds.next() if rounds else [r for r in mine if r.key not in kept]
             sections: list[Section] = [_resumed(book)]
             if m.parallel is not None:
-                count = min(int(m.parallel["labs"]), max(1, len(groups(todo))))
+                # (a sweep run until decided: as many labs as it started with; later rounds may be larger)
+                count = int(m.parallel["labs"]) if rounds else min(int(m.parallel["labs"]), max(1, len(groups(todo))))
                 numbers = parallel.pick_labs(count)
                 sections.append(Labs(parallel={**m.parallel, "instances": numbers}))
             book.put(*sections)
             terminal.info(f"resuming {s.name}: {len(kept)} runs done, {len(todo)} to go"
-                          f"{f', over {len(numbers)} labs' if numbers else ''}")
+                          f"{' in this round' if rounds else ''}{f', over {len(numbers)} labs' if numbers else ''}")
             return todo, len(kept)
 
-        return folder, _run(book, s, begin, lambda: numbers)
+        return folder, _run(book, s, begin, lambda: numbers, rounds)
+
+
+def _until_line(rule: until.Rule) -> str:
+    lv = until.levels(rule)
+    return (f"until decided against {rule.baseline}: a look after every round (one repeat of each open point), "
+            f"a verdict possible from {lv.first_look} pairs on, at most {rule.max_repeats} repeats; each error at "
+            f"most {rule.alpha:g} per comparison (spent {lv.spent:.3g}), margin \u00b1{rule.margin * 100:g} %")
 
 
 @contextlib.contextmanager
@@ -166,9 +184,10 @@ def _holding(one_lab: bool) -> Iterator[None]:
 # --- the run and the one finish ---------------------------------------------------------------------------------
 
 def _run(book: _Book, s: Scenario, begin: Callable[[], tuple[list[PlannedRun], int]],
-         labs: list[int] | Callable[[], list[int]]) -> bool:
-    """begin() -> (the runs to do, the runs already done); then the runs on one lab or on `labs`; then the finish.
-    Returns True (complete), or raises SweepInterrupted or EnvironmentFailure once the folder says so."""
+         labs: list[int] | Callable[[], list[int]], rounds: Rounds | None = None) -> bool:
+    """begin() -> (the runs to do, the runs already done; with `rounds`, the first round's); then the runs on one
+    lab or on `labs` (with `rounds`, round after round); then the finish. Returns True (complete), or raises
+    SweepInterrupted or EnvironmentFailure once the folder says so."""
     folder, total = book.folder, int(book.manifest.planned_runs or 0)
     finish = runner.Finish("interrupted")  # anything that ends the sweep before it says otherwise
     result: parallel.Result | None = None
@@ -189,18 +208,18 @@ def _run(book: _Book, s: Scenario, begin: Callable[[], tuple[list[PlannedRun], i
                 calls = _Progress(bar, s.name, f" ({len(numbers)} labs)" if numbers else "", total, done, log, aside,
                                   live).callbacks(per_run=not numbers)
                 if numbers:
-                    result = parallel.run(folder, s, todo, numbers, calls)
+                    result = parallel.run(folder, s, todo, numbers, calls, more=rounds.next if rounds else None)
                     finish = runner.Finish(result.outcome, result.error)
                 else:
                     assert facts is not None
-                    finish = _one_lab(s, book, facts, todo, calls)
+                    finish = _one_lab(s, book, facts, todo, calls, rounds)
     except KeyboardInterrupt:
         finish = runner.Finish("interrupted")
     finally:
         with signals.held_signals():  # the sweep's end is written whole, whatever arrives meanwhile
             for log_ in logs:
                 log_.close()
-            _finish(book, finish, result, time.monotonic() - t0)
+            _finish(book, finish, result, time.monotonic() - t0, rounds)
             if live is not None:
                 with contextlib.suppress(Exception):
                     live.finish(finish.outcome == "complete")
@@ -233,22 +252,26 @@ def _facts(book: _Book, s: Scenario) -> Environment:
     return facts
 
 
-def _one_lab(s: Scenario, book: _Book, facts: Environment, todo: list[PlannedRun], calls: Callbacks) -> runner.Finish:
-    """The runs on this process's lab (a LabSession here, as each worker of parallel labs has its own)."""
+def _one_lab(s: Scenario, book: _Book, facts: Environment, todo: list[PlannedRun], calls: Callbacks,
+            rounds: Rounds | None = None) -> runner.Finish:
+    """The runs on this process's lab (a LabSession here, as each worker of parallel labs has its own); with
+    `rounds`, round after round."""
     session = LabSession(s, book.folder, facts, book.manifest.host_guard or "flag", calls)
     finish = runner.Finish("interrupted")
     try:
         session.warm_up(todo)  # (after runs.csv exists: a Ctrl-C here is one before the first run)
-        finish = session.run(todo)
+        finish = drive(todo, rounds.next if rounds else None, session.run)
         return finish
     finally:
         with signals.held_signals():
             session.close(finish.outcome == "complete")
 
 
-def _finish(book: _Book, finish: runner.Finish, result: parallel.Result | None, wall_s: float) -> None:
-    """The one end of every sweep: the manifest's End (and a parallel sweep's Labs and its own lab's facts), the
-    explanations of a complete sweep, the report (when runs.csv exists: not for a sweep stopped in its start-up)."""
+def _finish(book: _Book, finish: runner.Finish, result: parallel.Result | None, wall_s: float,
+            rounds: Rounds | None = None) -> None:
+    """The one end of every sweep: the manifest's End (and a parallel sweep's Labs and its own lab's facts; a sweep
+    run until decided, its points' states from runs.csv as it is now), the explanations of a complete sweep, the
+    report (when runs.csv exists: not for a sweep stopped in its start-up)."""
     folder = book.folder
     records = store.load_runs(folder)  # runs.csv as the sweep left it, read once here
     status = {"complete": "complete", "interrupted": "interrupted", "environment": "stopped"}[finish.outcome]
@@ -258,6 +281,8 @@ def _finish(book: _Book, finish: runner.Finish, result: parallel.Result | None, 
         finished_at=now(), wall_s=round(wall_s, 1), completed_runs=len([r for r in records if store.is_result(r)]),
         **({"stopped_by": finish.error} if finish.error and finish.outcome != "complete" else {}),
         **({"teardown_problems": result.teardown_problems} if result and result.teardown_problems else {}))]
+    if rounds is not None:
+        sections.append(rounds.section(records))
     if result is not None:
         sections.append(Labs(parallel=book.manifest.parallel, labs=result.labs))
         if result.own is not None:

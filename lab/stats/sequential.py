@@ -1,8 +1,8 @@
 """The sequential rule for running repeats until a paired comparison is decided (issue 37 part 2, `--until-verdict`):
 after each round the paired comparison of a point against the baseline method is looked at; it stops at the first
 look whose interval decides (equivalent / differs, the one rule of lab/stats/verdict.py) or at the last look
-(the most repeats allowed: no verdict). Pure: this module decides from the pairs so far; the sweep's run loop is
-not wired to it yet.
+(the most repeats allowed: no verdict). Pure: this module decides from the pairs so far; lab/stats/until.py applies
+it to a sweep's points and lab/run/rounds.py runs the rounds (`quiclab sweep --until-verdict`).
 
 Why a plain interval per look would not do: looking after every round and stopping at the first decision gives
 the errors more chances. The rule controls them exactly with an alpha-spending boundary on the sign test's
@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lab.stats.paired import order_interval
 from lab.stats.stats import Est, Obs
+from lab.stats.verdict import Bounded, RatioCI, decide
 
 Outcome = Literal["equivalent", "differs", "continue", "no verdict"]
 
@@ -111,14 +112,6 @@ class Look:
     reason: str
 
 
-def _above(e: Est, x: float) -> bool:
-    return e.bound in ("", ">") and e.value is not None and e.value > x
-
-
-def _below(e: Est, x: float) -> bool:
-    return e.bound in ("", "<") and e.value is not None and e.value < x
-
-
 def look(pairs: Sequence[tuple[Obs, Obs]], plan: SequentialPlan, bounds: Sequence[Boundary] | None = None) -> Look:
     """The outcome with these pairs (A, B), which must be as many as one of the plan's looks: equivalent or differs
     (stop), continue (more repeats), or no verdict (the last look, undecided)."""
@@ -134,16 +127,21 @@ def look(pairs: Sequence[tuple[Obs, Obs]], plan: SequentialPlan, bounds: Sequenc
         return Look(undecided, n, None, None, f"{n} pairs: no interval may be used yet (spending "
                                               f"{b.allowed:.3g} of alpha = {plan.alpha:g} by this look)")
     lo, hi = order_interval(pairs, b.k)
-    up, down = 1 + plan.margin, 1 / (1 + plan.margin)
-    where = f"[d({b.k}), d({n - b.k + 1})] of {n} pairs"
-    if _above(lo, down) and _below(hi, up):
-        return Look("equivalent", n, lo, hi, f"{where} inside \u00b1{plan.margin * 100:.3g} %")
-    if _above(lo, up) or _below(hi, down):
-        return Look("differs", n, lo, hi, f"{where} wholly outside \u00b1{plan.margin * 100:.3g} %")
-    if last:
-        return Look("no verdict", n, lo, hi, f"{where} crosses \u00b1{plan.margin * 100:.3g} % at the most pairs "
-                                             f"({n})")
-    return Look("continue", n, lo, hi, f"{where} crosses \u00b1{plan.margin * 100:.3g} %")
+    censored = any(a.rank != 0 or o.rank != 0 for a, o in pairs)
+    ci = RatioCI(lo=Bounded.of(lo), hi=Bounded.of(hi), level=look_level(n, b.k),
+                 level_kind="at least" if censored else "exact", method="sequential sign boundary")
+    # THE rule (lab/stats/verdict.py decide) on this look's interval: its level, 1 - 2 P(Bin(n, 1/2) <= k - 1), is
+    # at least 1 - 2 alpha because P(Bin(n, 1/2) <= k - 1) <= the first-passage probability spent by this look
+    verdict, why, _ = decide(ci, None, plan.margin, plan.alpha, n, n, pairs=n)
+    where = f"[d({b.k}), d({n - b.k + 1})] of {n} pairs: "
+    if verdict != "inconclusive":
+        return Look(verdict, n, lo, hi, where + why)
+    return Look(undecided, n, lo, hi, where + why + (f" at the most pairs ({n})" if last else ""))
+
+
+def look_level(n: int, k: int) -> float:
+    """The coverage of one look's interval [d(k), d(n-k+1)] on its own: 1 - 2 P(Binomial(n, 1/2) <= k - 1)."""
+    return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
 
 
 def run(pairs: Sequence[tuple[Obs, Obs]], plan: SequentialPlan) -> Look:
