@@ -28,7 +28,8 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("lab.adverse",), "faults, competing flows, path changes"),
     (("lab.plan",),
      "WHAT to run: scenario (validated fields), checks (the point-dependent checks), plan (points, seeded shuffled "
-     "runs, timeouts), shard, presets (lab/plan/presets/*.toml), support (whether a run can run here)"),
+     "runs, timeouts), settings (a point's dimensions, parsed once), shard, presets (lab/plan/presets/*.toml), "
+     "support (whether a run can run here)"),
     (("lab.results",),
      "the sweep folder format: schema (RunRecord = runs.csv's row), folder (the manifest), store (runs.csv "
      "appended + fsynced, the manifest written whole), objects.csv, publish (what a reference folder keeps)"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lab.adverse.spec import parse_competing, parse_faults, parse_path
+from lab.adverse.spec import PathChange
 from lab.endpoints.registry import registry
 from lab.errors import UsageError
 from lab.plan.plan import points, timeout_for
@@ -24,9 +24,7 @@ def check_scenario(s: Scenario, where: str) -> None:
     if not (s.faults or s.competing or s.path or {"faults", "competing", "path"} & set(s.sweep)):
         return
     for p in points(s):
-        faults = parse_faults(p.settings.get("faults", ""))
-        parse_competing(p.settings.get("competing", ""))
-        path = parse_path(p.settings.get("path", ""))
+        faults, path = p.settings.faults, p.settings.path
         timeout = timeout_for(s, p)
         at = f"{where}: point {p.label!r}"
         for f in faults:
@@ -52,9 +50,8 @@ def check_scenario(s: Scenario, where: str) -> None:
                                  "scenario")
 
 
-def unsupported(settings: dict[str, str], client: str, protocol: Protocol, server: str | None = None) -> str | None:
-    """Why this run cannot have its adverse conditions (recorded as unsupported, not run), or None."""
-    path = parse_path(settings.get("path", ""))
+def unsupported(path: PathChange | None, client: str, protocol: Protocol, server: str | None = None) -> str | None:
+    """Why this run cannot have its path change (recorded as unsupported, not run), or None."""
     if path is None or not path.client_side:
         return None
     migrating = migrating_clients()

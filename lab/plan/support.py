@@ -13,7 +13,7 @@ from lab.endpoints.registry import registry
 from lab.plan.checks import unsupported as adverse_unsupported
 from lab.plan.plan import PlannedRun
 from lab.protocols import Protocol
-from lab.workloads.spec import Workload, handles, parse_workload
+from lab.workloads.spec import Workload, handles
 
 
 def why_unsupported(run: PlannedRun) -> str:
@@ -22,10 +22,10 @@ def why_unsupported(run: PlannedRun) -> str:
     why = reg.unsupported(run.client, run.server, run.protocol)
     if why:
         return why
-    plan = sender_cc.resolve(reg.server(run.server), run.protocol, run.point.settings.get("cc"))
-    return (plan.reason or adverse_unsupported(run.point.settings, run.client, run.protocol, run.server)
-            or workload_unsupported(get_client(run.client), parse_workload(run.point.settings.get("workload", "bulk")),
-                                    run.protocol))
+    settings = run.point.settings
+    plan = sender_cc.resolve(reg.server(run.server), run.protocol, settings.cc)
+    return (plan.reason or adverse_unsupported(settings.path, run.client, run.protocol, run.server)
+            or workload_unsupported(get_client(run.client), settings.workload, run.protocol))
 
 
 def workload_unsupported(adapter: ClientAdapter, w: Workload, protocol: Protocol) -> str:

@@ -139,7 +139,7 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
         return RunRecord(**identity(run, ctx, ctx.shaper, planned, started), **not_run(why))
     server = registry().server(run.server)
     try:
-        plan = sender_cc.resolve(server, run.protocol, run.point.settings.get("cc"))
+        plan = sender_cc.resolve(server, run.protocol, run.point.settings.cc)
         # before the link and the transfer: never in the timed part (a qlog instance, if any, takes the algorithm)
         sender = ctx.sender.prepare(server, plan, instance=not (server.qlog and "qlog" in ctx.capture))
         if sender.unsupported:
@@ -181,8 +181,10 @@ def _run_with_probes(rc: RunContext, ctx: Context) -> tuple[TransferResult, Colu
                                 rc.server, rc.sender.server_env) as ev:
             rc.ev, rc.port = ev, ev.server_port or rc.sender.port
             # faults, competing flows and path changes around the transfer (lab/adverse; nothing when none)
-            with adverse.during(run.point.settings, server=run.server, protocol=run.protocol, backend=rc.backend,
-                                link=rc.applied, size=run.point.size, timeout_s=timeout, port=rc.port) as adv:
+            settings = run.point.settings
+            with adverse.during(faults=settings.faults, competing=settings.competing, path=settings.path,
+                                server=run.server, protocol=run.protocol, backend=rc.backend, link=rc.applied,
+                                size=run.point.size, timeout_s=timeout, port=rc.port) as adv:
                 rc.adv = adv
                 env = {**ev.client_env, **adv.client_env}
                 for p in each:

@@ -97,7 +97,7 @@ def scen(**kw):
 def test_scenario_dimensions_default_and_swept():
     s = scen(faults=["pause:2s@1s", "blackout:1s@4s"], sweep={"competing": ["none", "tcp-bbr"]})
     pts = points(s)
-    assert [{k: v for k, v in p.settings.items() if k != "workload"} for p in pts] == [
+    assert [{k: v for k, v in p.settings.strings().items() if k != "workload"} for p in pts] == [
         {"faults": "pause:2s@1s,blackout:1s@4s", "competing": "none"},
         {"faults": "pause:2s@1s,blackout:1s@4s", "competing": "tcp-bbr"}]
     s = scen(sweep={"faults": ["none", "blackout:500ms@2s", "blackout:2s@2s"]})

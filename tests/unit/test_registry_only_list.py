@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lab import config, lab
+from lab.adverse.spec import parse_path
 from lab.cli import app
 from lab.endpoints.registry import REGISTRY_FILE, Registry, help_text, load, parse, registry
 from lab.errors import UsageError
@@ -104,7 +105,7 @@ def test_the_manifests_quic_cc_and_versions_derive_from_the_registry(fake: Regis
 def test_migrating_clients_are_a_registry_capability(fake: Registry):
     assert check.migrating_clients() == {"gtlsclient", "fakeclient"}
     assert registry_module.load().migrating() == {"gtlsclient"}  # the real registry: gtlsclient only
-    migrate = {"path": "migrate@1s"}
+    migrate = parse_path("migrate@1s")
     assert check.unsupported(migrate, "fakeclient", Protocol.H3) is None
     assert check.unsupported(migrate, "fake-1.0", Protocol.H3) is None  # by its alias too
     assert "fakeclient" in (check.unsupported(migrate, "curl", Protocol.H3) or "")
@@ -115,7 +116,7 @@ def test_without_migrates_a_client_cannot_migrate(monkeypatch: pytest.MonkeyPatc
     reg = fake_registry(gtlsclient={"migrates": False}, fakeclient={"migrates": False})
     monkeypatch.setattr(check, "registry", lambda: reg)
     assert check.migrating_clients() == frozenset()
-    assert "no registered client" in (check.unsupported({"path": "migrate@1s"}, "gtlsclient", Protocol.H3) or "")
+    assert "no registered client" in (check.unsupported(parse_path("migrate@1s"), "gtlsclient", Protocol.H3) or "")
 
 
 def test_only_clients_migrate():
