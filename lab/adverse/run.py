@@ -33,8 +33,8 @@ from lab.adverse.faults import (
     RESTORE_AFTER_BLACKOUT_S,
     Action,
     FaultFailed,
-    LinkemFault,
     NftBlackout,
+    Target,
     action_for,
     same_link,
 )
@@ -252,7 +252,7 @@ class Conditions:
 
     def _verify(self) -> None:
         if self.backend == "linkem" and self.link is not None and not any(
-                isinstance(fr.action, LinkemFault) for fr in self.fault_runs):  # (those verify it themselves)
+                fr.action.verifies_link for fr in self.fault_runs):  # (those verify it themselves)
             try:
                 now = linkem.current()
             except QuiclabError as e:
@@ -312,9 +312,8 @@ def build(*, faults: tuple[Fault, ...] = (), competing: tuple[Flow, ...] = (), p
     c = Conditions(faults=faults, path=change,
                    path_target=("udp" if protocol is Protocol.H3 else "tcp", impl.address, target_port),
                    backend=backend, link=link)
-    c.fault_runs = [FaultRun(f, action_for(f, backend=backend, link=link, server_container=impl.container,
-                                           server_service=impl.service, blackout_with=blackout_with))
-                    for f in faults]
+    target = Target(backend, link, impl.container, impl.service, blackout_with)
+    c.fault_runs = [FaultRun(f, action_for(f, target)) for f in faults]
     if flows:
         c.flows = Competition(flows, (impl.address, target_port), server, timeout_s)
     if change is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lab.adverse.faults import KINDS
 from lab.adverse.spec import PathChange
 from lab.endpoints.registry import registry
 from lab.errors import UsageError
@@ -32,12 +33,9 @@ def check_scenario(s: Scenario, where: str) -> None:
                 raise UsageError(f"{at}: fault {f.text!r} ends at {f.end_s:g} s, after the run's timeout of "
                                  f"{timeout:g} s (a fault must end within the run's timeout, the only bound known "
                                  f"before the run; raise `timeout`)")
-            if f.kind == "blackout" and (p.link.downlink.outage or p.link.uplink.outage):
-                raise UsageError(f"{at}: fault {f.text!r} cannot be combined with the link's own `outage`")
-            if f.kind == "rate" and f.rate_fraction is not None and not (
-                    p.link.downlink.effective_rate_bps and p.link.uplink.effective_rate_bps):
-                raise UsageError(f"{at}: fault {f.text!r} is a share of the link's rate, but the link has no rate "
-                                 f"in both directions (give an absolute rate, e.g. rate=1mbit)")
+            why = KINDS[f.kind].refuses(f, p.link)
+            if why:
+                raise UsageError(f"{at}: fault {f.text!r} {why}")
         if path is not None:
             if path.at_s > timeout:
                 raise UsageError(f"{at}: path change {path.text!r} at {path.at_s:g} s is after the run's timeout "
