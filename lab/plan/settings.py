@@ -44,11 +44,6 @@ class Settings:
         """The values as written, by dimension (only those the scenario gave)."""
         return dict(self.written)
 
-    @property
-    def adverse(self) -> bool:
-        """Whether the point has faults, competing flows or a path change."""
-        return bool(self.faults or self.competing or self.path)
-
 
 def parse_settings(values: Mapping[str, str]) -> Settings:
     """The typed settings of these values (dimension -> value as written): every value parsed here, once."""

@@ -127,9 +127,9 @@ def test_parse_settings_types_each_dimension_and_keeps_the_strings():
                          "competing": "tcp-bbr@1s", "path": "rebind@2s"})
     assert st.workload.kind == "page" and st.workload.objects == 5 and st.cc == NATIVE
     assert [f.kind for f in st.faults] == ["pause", "blackout"] and st.competing[0].cc == "bbr"
-    assert st.path is not None and st.path.kind == "rebind" and st.adverse
+    assert st.path is not None and st.path.kind == "rebind"
     assert st.strings()["cc"] == "default"  # as written
-    assert Settings() == parse_settings({}) and not Settings().adverse and Settings().workload.kind == "bulk"
+    assert Settings() == parse_settings({}) and Settings().workload.kind == "bulk" and Settings().cc is None
 
 
 @pytest.mark.parametrize(("values", "needle"), [
