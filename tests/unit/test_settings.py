@@ -14,14 +14,15 @@ from typing import Any
 import pytest
 
 from lab.adverse.spec import parse_competing, parse_faults, parse_path
-from lab.endpoints.sender_cc import NATIVE, SOURCE_CMDLINE, SOURCE_NETNS, parse_cc
+from lab.endpoints.registry import registry
+from lab.endpoints.sender_cc import NATIVE, SOURCE_CMDLINE, SOURCE_NETNS, parse_cc, resolve
 from lab.errors import UsageError
 from lab.plan import presets, shard
 from lab.plan.checks import validate
 from lab.plan.plan import plan, points
 from lab.plan.scenario import DIMENSIONS, Scenario
 from lab.plan.settings import PARSERS, Settings, parse_settings
-from lab.plan.support import why_unsupported
+from lab.plan.support import check, why_unsupported
 from lab.results import store
 from lab.workloads.spec import parse_workload
 
@@ -147,3 +148,15 @@ def test_a_bad_value_is_one_line_naming_it_and_what_is_allowed(values: dict[str,
 
 def test_the_scenario_validates_with_the_same_parsers():
     assert {k: v for k, v in DIMENSIONS.items() if k != "size"} == PARSERS
+
+
+@pytest.mark.parametrize("name", ["connectify-cc", "bolina-0rtt", "rebinding"])
+def test_support_resolves_the_sender_once_for_the_runner(name: str):
+    """lab/plan/support.py check(): the reason and the sender's plan the runner then uses (no second resolve)."""
+    for run in plan(presets.get(name)):
+        got = check(run)
+        assert got.reason == why_unsupported(run)
+        if registry().unsupported(run.client, run.server, run.protocol):
+            assert got.sender is None and got.reason
+        else:
+            assert got.sender == resolve(registry().server(run.server), run.protocol, run.point.settings.cc)
