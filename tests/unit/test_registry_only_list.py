@@ -236,7 +236,7 @@ def test_no_module_compares_implementation_names_by_hand():
     assert not found, "implementation names compared by hand (ask the registry):\n" + "\n".join(found)
 
 
-def test_the_competing_quic_server_and_page_loading_clients_come_from_the_registry(monkeypatch: pytest.MonkeyPatch):
+def test_the_competing_quic_server_and_page_loading_clients_come_from_the_registry():
     reg = load()
     assert reg.competing_quic("nginx").name == "ngtcp2" and reg.competing_quic("caddy").name == "ngtcp2"
     assert reg.competing_quic("ngtcp2").name == "nginx"  # (the two flows differ by address)
