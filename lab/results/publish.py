@@ -15,10 +15,12 @@ from typing import Any
 from lab import config
 from lab.results.folder import MANIFEST
 
-#: What a reference folder keeps of a sweep folder: the CSVs, markdown, the manifest, plots, and any source diff.
-#: Not the per-run evidence (pcaps, key logs: large) nor the parallel labs' logs.
+#: What a reference folder keeps of a sweep folder: the CSVs, markdown, the manifest, plots, any source diff, and of
+#: each run's evidence what explains it (explain.json, the sender's kernel socket record: small text, and what
+#: docs/explain.md's tables are generated from). Not the captures and key logs (large) nor the labs' logs.
 KEPT_SUFFIXES = (".csv", ".md", ".diff")
-LEFT_OUT = ("evidence", "labs")
+KEPT_EVIDENCE = ("explain.json", "sender-socket.txt")
+LEFT_OUT = ("labs",)
 
 
 def _is_ancestor(commit: str) -> bool:
@@ -77,7 +79,11 @@ def publish(folder: Path, dest: Path) -> list[Path]:
         rel = path.relative_to(folder)
         if not path.is_file() or rel.parts[0] in LEFT_OUT:
             continue
-        if path.name == MANIFEST or path.suffix in KEPT_SUFFIXES or rel.parts[0] == "plots":
+        if rel.parts[0] == "evidence":
+            keep = path.name in KEPT_EVIDENCE
+        else:
+            keep = path.name == MANIFEST or path.suffix in KEPT_SUFFIXES or rel.parts[0] == "plots"
+        if keep:
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)

@@ -105,10 +105,11 @@ def test_every_committed_dirty_reference_folder_is_refused() -> None:
             assert publish.problems(doc), m.parent.name
 
 
-def test_publish_copies_results_not_evidence(tmp_path: Path) -> None:
+def test_publish_copies_results_and_explanations_not_captures(tmp_path: Path) -> None:
     src = tmp_path / "sweep"
     for rel in ("runs.csv", "manifest.json", "summary.md", "source.diff", "plots/a.svg", "evidence/r1/x.pcap",
-                "labs/1.log", "report.html"):
+                "evidence/r1/keys.log", "evidence/r1/explain.json", "evidence/r1/sender-socket.txt",
+                "evidence/r1/loss-response.png", "labs/1.log", "report.html"):
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         (src / rel).write_text("x")
     dest = tmp_path / "ref"
@@ -116,7 +117,8 @@ def test_publish_copies_results_not_evidence(tmp_path: Path) -> None:
     (dest / "stale.csv").write_text("old")
     publish.publish(src, dest)
     got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
-    assert got == ["manifest.json", "plots/a.svg", "runs.csv", "source.diff", "summary.md"]
+    assert got == ["evidence/r1/explain.json", "evidence/r1/sender-socket.txt", "manifest.json", "plots/a.svg",
+                   "runs.csv", "source.diff", "summary.md"]
 
 
 def test_the_provenance_block_says_what_each_folder_was_made_from(tmp_path: Path) -> None:
