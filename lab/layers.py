@@ -28,7 +28,8 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("lab.adverse",), "faults, competing flows, path changes"),
     (("lab.plan",),
      "WHAT to run: scenario (validated fields), checks (the point-dependent checks), plan (points, seeded shuffled "
-     "runs, timeouts), shard, presets (lab/plan/presets/*.toml), support (whether a run can run here)"),
+     "runs, timeouts), settings (a point's dimensions, parsed once), shard, presets (lab/plan/presets/*.toml), "
+     "support (whether a run can run here)"),
     (("lab.calibrate",),
      "a measured path: a user's measurements read into a measurement folder (pcap, ping/irtt, iperf3, flent), "
      "the first estimates of its link, the scenario file that carries them, the search over candidate links"),

@@ -104,7 +104,7 @@ class Competition:
                     config.SERVER_CONTAINER, _named(self._name(f"srv{i}"), ["iperf3", "-s", "-1", "-p", str(port)]))
                 self.running.append(Running(flow, name, (config.SERVER_IP, port)))
             else:
-                server = registry().server(self._quic_server())
+                server = registry().competing_quic(self.measured_server)
                 assert server.address is not None and server.port is not None
                 self.running.append(Running(flow, name, (server.address, server.port)))
         if any(r.flow.kind == "quic" for r in self.running):
@@ -118,9 +118,6 @@ class Competition:
                     raise EnvironmentProblem(f"iperf3 server on port {r.key[1]} did not start in the server")
                 time.sleep(0.05)
         self._start_capture()
-
-    def _quic_server(self) -> str:
-        return "nginx" if self.measured_server == "ngtcp2" else "ngtcp2"
 
     def _start_capture(self) -> None:
         ifs = router.interfaces()
@@ -156,7 +153,7 @@ class Competition:
             argv = ["iperf3", "-c", r.key[0], "-p", str(r.key[1]), "-R", "-u", "-b", str(r.flow.rate_bps),
                     "-l", "1200", "-t", secs, "-i", "0", "--connect-timeout", "3000"]
         else:
-            server = registry().server(self._quic_server())
+            server = registry().competing_quic(self.measured_server)
             url = server.url(objects.path_for(QUIC_OBJECT_BYTES))
             one = (f'exec -a {name} gtlsclient --quiet --exit-on-first-stream-close --cc={r.flow.cc} '
                    f'--timeout={secs}s {server.host} {server.port} {url}')

@@ -1,4 +1,5 @@
-"""The faults: how each is put in force, undone and verified undone (lab/adverse/spec.py says what they mean).
+"""The faults: how each is put in force, undone and verified undone (lab/adverse/spec.py says what they mean). Each
+kind is one class (apply / undo / verify), chosen by its name from KINDS.
 
 - pause: Docker's freezer on the server's container (`docker pause`/`unpause`). The kernel keeps
   running the container's network stack: TCP keeps sending what is already in its socket buffers; a userspace
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 from lab import config, docker
 from lab.adverse import rules
-from lab.adverse.spec import Fault
+from lab.adverse.spec import Fault, FaultKind
 from lab.errors import EnvironmentProblem
 from lab.link import calibrate, linkem, router, shaper
 from lab.link.model import Link, Outage
@@ -67,14 +68,44 @@ def wait_healthy(name: str, within_s: float = HEALTHY_WITHIN_S) -> str | None:
     return f"{name} is {shown} {within_s:g} s after the fault"
 
 
-@dataclass
-class Action:
-    """One fault, put in force and undone. `apply` and `undo` return nothing; both raise FaultFailed."""
+@dataclass(frozen=True)
+class Target:
+    """Where a run's faults act: the run's shaper backend and link, the server's container and compose service;
+    `blackout_with` = "nft" forces the nft blackout on any backend."""
 
-    fault: Fault
+    backend: str
+    link: Link
+    container: str
+    service: str
+    blackout_with: str | None = None
+
+
+class Action:
+    """One fault of one run, put in force and undone. `apply` and `undo` return nothing; both raise FaultFailed.
+    Each fault kind is one subclass, chosen by its name (KINDS)."""
 
     #: The fault ends by itself after its duration (the undo only tidies up): its end is `start + duration`.
     self_ending = False
+    #: Its verify checks that the emulator's link is the run's again (the run's own check of it is then not needed).
+    verifies_link = False
+
+    def __init__(self, fault: Fault) -> None:
+        self.fault = fault
+
+    @classmethod
+    def for_run(cls, fault: Fault, target: Target) -> Action:
+        """This kind's action for one fault of a run."""
+        raise NotImplementedError
+
+    @classmethod
+    def during(cls, fault: Fault, link: Link) -> Link:
+        """The run's link while the fault is in force (the link itself for a fault on the server)."""
+        return link
+
+    @classmethod
+    def refuses(cls, fault: Fault, link: Link) -> str:
+        """Why this fault cannot be had on a point with this link ("" if it can): checked when the plan is made."""
+        return ""
 
     def apply(self) -> None:
         raise NotImplementedError
@@ -91,9 +122,15 @@ PAUSE_TRIES = 5
 
 
 class Pause(Action):
+    """pause: Docker's freezer on the server's container, then unpaused."""
+
     def __init__(self, fault: Fault, container: str) -> None:
         super().__init__(fault)
         self.container = container
+
+    @classmethod
+    def for_run(cls, fault: Fault, target: Target) -> Action:
+        return cls(fault, target.container)
 
     def apply(self) -> None:
         # The cgroup freezer can refuse while a task is in an uninterruptible state ("unable to freeze"): tried
@@ -120,10 +157,16 @@ class Pause(Action):
 
 
 class Kill(Action):
+    """kill: SIGKILL to the server's container, then started again with its route helper."""
+
     def __init__(self, fault: Fault, container: str, service: str) -> None:
         super().__init__(fault)
         self.container = container
         self.route_helper = f"{config.PROJECT}-{service}-route-1"
+
+    @classmethod
+    def for_run(cls, fault: Fault, target: Target) -> Action:
+        return cls(fault, target.container, target.service)
 
     def apply(self) -> None:
         try:
@@ -153,12 +196,57 @@ class Kill(Action):
         return wait_healthy(self.container)
 
 
-def faulty_link(fault: Fault, link: Link) -> Link:
-    """The run's link as it is during a link fault (linkem)."""
-    update: dict[str, object] = {}
-    if fault.kind == "blackout":
-        update = {"outage": Outage(period_s=_LONGEST_PERIOD_S, down_s=fault.duration_s, offset_s=0.0)}
-    elif fault.kind == "rate":
+def same_link(a: Link, b: Link) -> bool:
+    return json.dumps(linkem.to_json(a), sort_keys=True) == json.dumps(linkem.to_json(b), sort_keys=True)
+
+
+class LinkFault(Action):
+    """A fault on the link: the run's link as it is during the fault (`during`), then the run's link again. linkem:
+    one PUT each (the calibrated path delay kept in force, as shaper.apply sets it); netem: the qdiscs re-applied."""
+
+    def __init__(self, fault: Fault, link: Link, backend: str = "linkem") -> None:
+        super().__init__(fault)
+        self.link = link
+        self.backend = backend
+        self.verifies_link = backend == "linkem"
+        self.before = ""  # netem: the qdiscs in force before the fault
+
+    @classmethod
+    def for_run(cls, fault: Fault, target: Target) -> Action:
+        return cls(fault, target.link, target.backend)
+
+    def _put(self, link: Link) -> None:
+        if self.backend == "linkem":
+            linkem.apply(link, calibrate.path_delays("linkem"))
+        else:
+            shaper.apply(link, "netem")
+
+    def apply(self) -> None:
+        if self.backend != "linkem":
+            self.before = str(shaper.in_force()[1])
+        self._put(self.during(self.fault, self.link))
+
+    def undo(self) -> None:
+        self._put(self.link)
+
+    def verify(self) -> str | None:
+        if self.backend == "linkem":
+            now = linkem.current()
+            if not same_link(now, self.link):
+                return (f"linkem's link is not the run's after {self.fault.text}: "
+                        f"{json.dumps(linkem.to_json(now))[:200]}")
+            return None
+        now = str(shaper.in_force()[1])
+        if self.before and now != self.before:
+            return f"netem's qdiscs differ from the run's after {self.fault.text}"
+        return None
+
+
+class Rate(LinkFault):
+    """rate=R: the link's rate (both directions) is R, or a share of the link's own rate."""
+
+    @classmethod
+    def during(cls, fault: Fault, link: Link) -> Link:
         dirs = {}
         for name in ("downlink", "uplink"):
             d = getattr(link, name)
@@ -168,62 +256,50 @@ def faulty_link(fault: Fault, link: Link) -> Link:
                 rate = max(1, round(d.effective_rate_bps * fault.rate_fraction))
             dirs[name] = d.model_copy(update={"rate_bps": rate, "rate_schedule": None, "trace_ms": None})
         return link.model_copy(update=dirs)
-    elif fault.kind == "delay":
+
+    @classmethod
+    def refuses(cls, fault: Fault, link: Link) -> str:
+        if fault.rate_fraction is not None and not (link.downlink.effective_rate_bps
+                                                    and link.uplink.effective_rate_bps):
+            return ("is a share of the link's rate, but the link has no rate in both directions (give an absolute "
+                    "rate, e.g. rate=1mbit)")
+        return ""
+
+
+class Delay(LinkFault):
+    """delay=D: the one-way delay (both directions) is D, or the link's plus D."""
+
+    @classmethod
+    def during(cls, fault: Fault, link: Link) -> Link:
         dirs = {}
         for name in ("downlink", "uplink"):
             d = getattr(link, name)
             delay = fault.delay_s if fault.delay_s is not None else d.delay_s + (fault.delay_add_s or 0.0)
             dirs[name] = d.model_copy(update={"delay_s": min(delay, 60.0)})
         return link.model_copy(update=dirs)
-    return link.model_copy(update={"downlink": link.downlink.model_copy(update=update),
-                                   "uplink": link.uplink.model_copy(update=update)})
 
 
-def same_link(a: Link, b: Link) -> bool:
-    return json.dumps(linkem.to_json(a), sort_keys=True) == json.dumps(linkem.to_json(b), sort_keys=True)
+class Blackout(LinkFault):
+    """blackout with linkem: the run's link with an outage window of DURATION from when the emulator applies it (it
+    ends by itself); where netem shapes (or when asked), an nft rule in the router (NftBlackout)."""
 
+    self_ending = True
 
-class LinkemFault(Action):
-    """blackout, rate, delay with linkem: one PUT to apply, one to restore."""
+    @classmethod
+    def for_run(cls, fault: Fault, target: Target) -> Action:
+        if target.backend == "netem" or target.blackout_with == "nft":
+            return NftBlackout(fault)
+        return cls(fault, target.link, target.backend)
 
-    def __init__(self, fault: Fault, link: Link) -> None:
-        super().__init__(fault)
-        self.link = link
-        self.self_ending = fault.kind == "blackout"
+    @classmethod
+    def during(cls, fault: Fault, link: Link) -> Link:
+        update = {"outage": Outage(period_s=_LONGEST_PERIOD_S, down_s=fault.duration_s, offset_s=0.0)}
+        return link.model_copy(update={"downlink": link.downlink.model_copy(update=update),
+                                       "uplink": link.uplink.model_copy(update=update)})
 
-    def apply(self) -> None:  # the calibrated path delay kept in force, as shaper.apply sets it
-        linkem.apply(faulty_link(self.fault, self.link), calibrate.path_delays("linkem"))
-
-    def undo(self) -> None:
-        linkem.apply(self.link, calibrate.path_delays("linkem"))
-
-    def verify(self) -> str | None:
-        now = linkem.current()
-        if not same_link(now, self.link):
-            return f"linkem's link is not the run's after {self.fault.text}: {json.dumps(linkem.to_json(now))[:200]}"
-        return None
-
-
-class NetemFault(Action):
-    """rate, delay with netem: the qdiscs for the faulty link, then the run's link again."""
-
-    def __init__(self, fault: Fault, link: Link) -> None:
-        super().__init__(fault)
-        self.link = link
-        self.before = ""
-
-    def apply(self) -> None:
-        self.before = str(shaper.in_force()[1])
-        shaper.apply(faulty_link(self.fault, self.link), "netem")
-
-    def undo(self) -> None:
-        shaper.apply(self.link, "netem")
-
-    def verify(self) -> str | None:
-        now = str(shaper.in_force()[1])
-        if self.before and now != self.before:
-            return f"netem's qdiscs differ from the run's after {self.fault.text}"
-        return None
+    @classmethod
+    def refuses(cls, fault: Fault, link: Link) -> str:
+        return "cannot be combined with the link's own `outage`" if link.downlink.outage or link.uplink.outage else ""
 
 
 class NftBlackout(Action):
@@ -259,15 +335,16 @@ class NftBlackout(Action):
         return f"the router still has table {_BLACKOUT_TABLE}" if rules.table_exists(_BLACKOUT_TABLE) else None
 
 
-def action_for(fault: Fault, *, backend: str, link: Link, server_container: str, server_service: str,
-               blackout_with: str | None = None) -> Action:
-    """The action for a fault on this run. `blackout_with` = "nft" forces the nft blackout on any backend."""
-    if fault.kind == "pause":
-        return Pause(fault, server_container)
-    if fault.kind == "kill":
-        return Kill(fault, server_container, server_service)
-    if fault.kind == "blackout" and (backend == "netem" or blackout_with == "nft"):
-        return NftBlackout(fault)
-    if backend == "linkem":
-        return LinkemFault(fault, link)
-    return NetemFault(fault, link)
+#: Every fault kind's class, by its name (lab/adverse/spec.py KINDS parses them).
+KINDS: dict[FaultKind, type[Action]] = {"pause": Pause, "kill": Kill, "blackout": Blackout, "rate": Rate,
+                                        "delay": Delay}
+
+
+def faulty_link(fault: Fault, link: Link) -> Link:
+    """The run's link as it is during a fault."""
+    return KINDS[fault.kind].during(fault, link)
+
+
+def action_for(fault: Fault, target: Target) -> Action:
+    """The action for one fault of a run: its kind's class."""
+    return KINDS[fault.kind].for_run(fault, target)

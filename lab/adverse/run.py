@@ -33,12 +33,12 @@ from lab.adverse.faults import (
     RESTORE_AFTER_BLACKOUT_S,
     Action,
     FaultFailed,
-    LinkemFault,
     NftBlackout,
+    Target,
     action_for,
     same_link,
 )
-from lab.adverse.spec import Fault, PathChange, parse_competing, parse_faults, parse_path
+from lab.adverse.spec import Fault, Flow, PathChange
 from lab.endpoints.registry import registry
 from lab.errors import QuiclabError
 from lab.link import linkem
@@ -252,7 +252,7 @@ class Conditions:
 
     def _verify(self) -> None:
         if self.backend == "linkem" and self.link is not None and not any(
-                isinstance(fr.action, LinkemFault) for fr in self.fault_runs):  # (those verify it themselves)
+                fr.action.verifies_link for fr in self.fault_runs):  # (those verify it themselves)
             try:
                 now = linkem.current()
             except QuiclabError as e:
@@ -301,20 +301,19 @@ class Conditions:
             out["path_change"] = json.dumps(doc, separators=(",", ":"))
         return out
 
-def build(settings: dict[str, str], *, server: str, protocol: Protocol, backend: str, link: Link,
-          timeout_s: float, port: int | None = None, blackout_with: str | None = None) -> Conditions:
-    faults = parse_faults(settings.get("faults", ""))
-    flows = parse_competing(settings.get("competing", ""))
-    change = parse_path(settings.get("path", ""))
+def build(*, faults: tuple[Fault, ...] = (), competing: tuple[Flow, ...] = (), path: PathChange | None = None,
+          server: str, protocol: Protocol, backend: str, link: Link, timeout_s: float, port: int | None = None,
+          blackout_with: str | None = None) -> Conditions:
+    """The run's conditions (its faults, competing flows and path change: parsed in the plan, lab/plan/settings.py)."""
+    flows, change = competing, path
     impl = registry().server(server)
     assert impl.address is not None and impl.service is not None
     target_port = port or impl.port or 443
     c = Conditions(faults=faults, path=change,
                    path_target=("udp" if protocol is Protocol.H3 else "tcp", impl.address, target_port),
                    backend=backend, link=link)
-    c.fault_runs = [FaultRun(f, action_for(f, backend=backend, link=link, server_container=impl.container,
-                                           server_service=impl.service, blackout_with=blackout_with))
-                    for f in faults]
+    target = Target(backend, link, impl.container, impl.service, blackout_with)
+    c.fault_runs = [FaultRun(f, action_for(f, target)) for f in faults]
     if flows:
         c.flows = Competition(flows, (impl.address, target_port), server, timeout_s)
     if change is not None:
@@ -323,11 +322,12 @@ def build(settings: dict[str, str], *, server: str, protocol: Protocol, backend:
 
 
 @contextlib.contextmanager
-def during(settings: dict[str, str], *, server: str, protocol: Protocol, backend: str, link: Link, size: int,
-           timeout_s: float, port: int | None = None, blackout_with: str | None = None) -> Iterator[Conditions]:
+def during(*, faults: tuple[Fault, ...] = (), competing: tuple[Flow, ...] = (), path: PathChange | None = None,
+           server: str, protocol: Protocol, backend: str, link: Link, size: int, timeout_s: float,
+           port: int | None = None, blackout_with: str | None = None) -> Iterator[Conditions]:
     """The run's adverse conditions around the block (which runs the transfer and nothing else)."""
-    c = build(settings, server=server, protocol=protocol, backend=backend, link=link, timeout_s=timeout_s, port=port,
-              blackout_with=blackout_with)
+    c = build(faults=faults, competing=competing, path=path, server=server, protocol=protocol, backend=backend,
+              link=link, timeout_s=timeout_s, port=port, blackout_with=blackout_with)
     if c.empty:
         yield c
         return

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from lab.errors import UsageError
 from lab.link.units import parse_rate
@@ -39,9 +40,6 @@ NONE_WORDS = ("", "none", "off")
 MAX_TIME_S = 3600.0
 
 FaultKind = Literal["pause", "kill", "blackout", "rate", "delay"]
-FAULT_KINDS: tuple[FaultKind, ...] = ("pause", "kill", "blackout", "rate", "delay")
-CONTAINER_FAULTS = frozenset({"pause", "kill"})
-LINK_FAULTS = frozenset({"blackout", "rate", "delay"})
 FAULT_FORMS = ("KIND[=VALUE]:DURATION@START with KIND pause, kill, blackout, rate=RATE|PCT, delay=DELAY|+DELAY "
                "(e.g. pause:2s@1s, blackout:1s@3s, rate=1mbit:2s@2s, delay=+100ms:1s@2s), comma-separated, or none")
 
@@ -100,8 +98,45 @@ class Fault:
     def end_s(self) -> float:
         return self.start_s + self.duration_s
 
+    @property
+    def family(self) -> Literal["server", "link"]:
+        """What it acts on: the server's container or the link."""
+        return KINDS[self.kind][0]
+
 
 _FAULT = re.compile(r"^([a-z]+)(?:=([^:@]*))?:([^@]*)@(.*)$")
+
+
+def _rate(item: str, arg: str) -> dict[str, Any]:
+    """rate=R: an absolute rate (1mbit), or PCT% of the link's rate."""
+    if arg.strip().endswith("%"):
+        try:
+            pct = float(arg.strip()[:-1])
+        except ValueError:
+            pct = -1.0
+        if not 0 < pct <= 100:
+            raise UsageError(f"invalid fault {item!r}: rate {arg!r} must be a percentage in (0, 100]; "
+                             f"accepted: {FAULT_FORMS}")
+        return {"rate_fraction": pct / 100}
+    try:
+        return {"rate_bps": parse_rate(arg, "fault rate")}
+    except UsageError as e:
+        raise UsageError(f"invalid fault {item!r}: {e}; accepted: {FAULT_FORMS}") from None
+
+
+def _delay(item: str, arg: str) -> dict[str, Any]:
+    """delay=D: an absolute one-way delay (100ms), or +D on top of the link's."""
+    t = parse_time(arg.strip().lstrip("+"), "fault delay", FAULT_FORMS, item)
+    if t > 60:
+        raise UsageError(f"invalid fault {item!r}: delay {arg!r} is above 60 s; accepted: {FAULT_FORMS}")
+    return {"delay_add_s" if arg.strip().startswith("+") else "delay_s": t}
+
+
+#: Every fault kind: what it acts on (the server's container or the link; faults on one must not overlap) and the
+#: parser of its VALUE (None: it takes none). Its action (apply, undo, verify) is its class in lab/adverse/faults.py.
+KINDS: dict[FaultKind, tuple[Literal["server", "link"], Callable[[str, str], dict[str, Any]] | None]] = {
+    "pause": ("server", None), "kill": ("server", None), "blackout": ("link", None), "rate": ("link", _rate),
+    "delay": ("link", _delay)}
 
 
 def parse_fault(item: str) -> Fault:
@@ -109,54 +144,29 @@ def parse_fault(item: str) -> Fault:
     if not m:
         raise UsageError(f"invalid fault {item!r}: accepted: {FAULT_FORMS}")
     kind, arg, duration, start = m.group(1), m.group(2), m.group(3), m.group(4)
-    if kind not in FAULT_KINDS:
+    if kind not in KINDS:
         raise UsageError(f"invalid fault {item!r}: unknown kind {kind!r}; accepted: {FAULT_FORMS}")
     d = parse_time(duration, "fault duration", FAULT_FORMS, item)
     s = parse_time(start, "fault start", FAULT_FORMS, item)
-    if kind in ("rate", "delay") and not arg:
+    value = KINDS[kind][1]
+    if value is not None and not arg:
         raise UsageError(f"invalid fault {item!r}: {kind} needs a value ({kind}=...); accepted: {FAULT_FORMS}")
-    if kind not in ("rate", "delay") and arg is not None:
+    if value is None and arg is not None:
         raise UsageError(f"invalid fault {item!r}: {kind} takes no value; accepted: {FAULT_FORMS}")
-    f = Fault(kind=kind, start_s=s, duration_s=d, text=item.strip())
-    if kind == "rate":
-        assert arg is not None
-        if arg.strip().endswith("%"):
-            try:
-                pct = float(arg.strip()[:-1])
-            except ValueError:
-                pct = -1.0
-            if not 0 < pct <= 100:
-                raise UsageError(f"invalid fault {item!r}: rate {arg!r} must be a percentage in (0, 100]; "
-                                 f"accepted: {FAULT_FORMS}")
-            return Fault(kind=kind, start_s=s, duration_s=d, text=f.text, rate_fraction=pct / 100)
-        try:
-            bps = parse_rate(arg, "fault rate")
-        except UsageError as e:
-            raise UsageError(f"invalid fault {item!r}: {e}; accepted: {FAULT_FORMS}") from None
-        return Fault(kind=kind, start_s=s, duration_s=d, text=f.text, rate_bps=bps)
-    if kind == "delay":
-        assert arg is not None
-        add = arg.strip().startswith("+")
-        t = parse_time(arg.strip().lstrip("+"), "fault delay", FAULT_FORMS, item)
-        if t > 60:
-            raise UsageError(f"invalid fault {item!r}: delay {arg!r} is above 60 s; accepted: {FAULT_FORMS}")
-        if add:
-            return Fault(kind=kind, start_s=s, duration_s=d, text=f.text, delay_add_s=t)
-        return Fault(kind=kind, start_s=s, duration_s=d, text=f.text, delay_s=t)
-    return f
+    return Fault(kind=kind, start_s=s, duration_s=d, text=item.strip(),
+                 **(value(item, arg) if value is not None and arg else {}))
 
 
 def parse_faults(value: str) -> tuple[Fault, ...]:
     """A comma list of faults. Faults of the same family (the server's container; the link) must not overlap:
     each undoes to the run's own state."""
     faults = tuple(sorted((parse_fault(x) for x in _items(value, FAULT_FORMS)), key=lambda f: f.start_s))
-    for family in (CONTAINER_FAULTS, LINK_FAULTS):
-        fam = [f for f in faults if f.kind in family]
+    for family in ("server", "link"):
+        fam = [f for f in faults if f.family == family]
         for a, b in itertools.pairwise(fam):
             if b.start_s < a.end_s or (b.start_s == a.start_s):
                 raise UsageError(f"invalid faults {value!r}: {a.text!r} and {b.text!r} overlap (faults on the "
-                                 f"{'server' if family is CONTAINER_FAULTS else 'link'} must not); accepted: "
-                                 f"{FAULT_FORMS}")
+                                 f"{family} must not); accepted: {FAULT_FORMS}")
     return faults
 
 

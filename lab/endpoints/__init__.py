@@ -28,6 +28,15 @@ def get_client(name: str) -> ClientAdapter:
     return _adapters[name]
 
 
+def loads_bulk_as_page(name: str) -> bool:
+    """Whether the client loads a bulk run as a page of one object (its adapter's `bulk_as_page`: the browser);
+    False for a name the registry does not have (an older folder's)."""
+    try:
+        return bool(getattr(get_client(name), "bulk_as_page", False))
+    except UsageError:
+        return False
+
+
 def check_server(name: str) -> Implementation:
     """The server `name` (as the registry names it): its container, address, TLS name and port."""
     return registry().server(name)

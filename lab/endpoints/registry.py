@@ -118,6 +118,9 @@ class Implementation(BaseModel):
     # clients: the workload kinds they can run (lab/workloads/spec.py); bulk only unless the registry says more
     workloads: tuple[str, ...] = ("bulk",)
     sender_cc: SenderCC = SenderCC()  # servers: how a run sets the sender's congestion control (default: TCP netns)
+    # servers: its rank as the server of a scenario's competing QUIC download (lab/adverse/competing.py): the lowest
+    # that is not the measured server serves it (so the flows differ by address); None: never
+    competing_quic: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _role_fields(self) -> Implementation:
@@ -131,6 +134,8 @@ class Implementation(BaseModel):
                 raise ValueError("sender_cc: only servers have a sender_cc (for downloads the server sends)")
             if self.refuses_migration:
                 raise ValueError("refuses_migration: only servers refuse a client's migration")
+            if self.competing_quic is not None:
+                raise ValueError("competing_quic: only servers serve a competing QUIC download")
         else:
             for f in ("service", "address", "host", "port"):
                 if getattr(self, f) is None:
@@ -141,6 +146,8 @@ class Implementation(BaseModel):
                 raise ValueError("migrates: only clients move their own connection to a new path")
             if self.writes_qlog:
                 raise ValueError("writes_qlog: a server's qlog is its qlog instance (qlog = {command, port})")
+            if self.competing_quic is not None and Protocol.H3 not in self.protocols:
+                raise ValueError("competing_quic: the server of a competing QUIC download must speak h3")
             if self.qlog is not None and self.qlog.port == self.port:
                 raise ValueError("qlog: its port must differ from the server's own port")
             self._check_cc_instances()
@@ -202,6 +209,16 @@ class Registry:
     def migrating(self) -> frozenset[str]:
         """The clients that can move their own connection to a new path (`migrates = true`)."""
         return frozenset(n for n, i in self.implementations.items() if i.role == "client" and i.migrates)
+
+    def competing_quic(self, measured: str) -> Implementation:
+        """The server of a competing QUIC download when `measured` is the measured server: the lowest
+        `competing_quic` rank among the others (so the two flows differ by address)."""
+        ranked = sorted((i.competing_quic, n) for n, i in self.implementations.items()
+                        if i.competing_quic is not None and n != self.canonical(measured))
+        if not ranked:
+            raise UsageError(f"no server can serve a competing QUIC download while {measured} is measured "
+                             "(implementations.toml: competing_quic)")
+        return self.implementations[ranked[0][1]]
 
     def listing(self, role: Role) -> str:
         """The names of a role for help texts: "nginx, ngtcp2, caddy, nginx-sid (or nginx-1.30)"."""

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lab.adverse.spec import parse_competing, parse_faults, parse_path
+from lab.adverse.faults import KINDS
+from lab.adverse.spec import PathChange
 from lab.endpoints.registry import registry
 from lab.errors import UsageError
 from lab.plan.plan import points, timeout_for
@@ -24,9 +25,7 @@ def check_scenario(s: Scenario, where: str) -> None:
     if not (s.faults or s.competing or s.path or {"faults", "competing", "path"} & set(s.sweep)):
         return
     for p in points(s):
-        faults = parse_faults(p.settings.get("faults", ""))
-        parse_competing(p.settings.get("competing", ""))
-        path = parse_path(p.settings.get("path", ""))
+        faults, path = p.settings.faults, p.settings.path
         timeout = timeout_for(s, p)
         at = f"{where}: point {p.label!r}"
         for f in faults:
@@ -34,12 +33,9 @@ def check_scenario(s: Scenario, where: str) -> None:
                 raise UsageError(f"{at}: fault {f.text!r} ends at {f.end_s:g} s, after the run's timeout of "
                                  f"{timeout:g} s (a fault must end within the run's timeout, the only bound known "
                                  f"before the run; raise `timeout`)")
-            if f.kind == "blackout" and (p.link.downlink.outage or p.link.uplink.outage):
-                raise UsageError(f"{at}: fault {f.text!r} cannot be combined with the link's own `outage`")
-            if f.kind == "rate" and f.rate_fraction is not None and not (
-                    p.link.downlink.effective_rate_bps and p.link.uplink.effective_rate_bps):
-                raise UsageError(f"{at}: fault {f.text!r} is a share of the link's rate, but the link has no rate "
-                                 f"in both directions (give an absolute rate, e.g. rate=1mbit)")
+            why = KINDS[f.kind].refuses(f, p.link)
+            if why:
+                raise UsageError(f"{at}: fault {f.text!r} {why}")
         if path is not None:
             if path.at_s > timeout:
                 raise UsageError(f"{at}: path change {path.text!r} at {path.at_s:g} s is after the run's timeout "
@@ -52,9 +48,8 @@ def check_scenario(s: Scenario, where: str) -> None:
                                  "scenario")
 
 
-def unsupported(settings: dict[str, str], client: str, protocol: Protocol, server: str | None = None) -> str | None:
-    """Why this run cannot have its adverse conditions (recorded as unsupported, not run), or None."""
-    path = parse_path(settings.get("path", ""))
+def unsupported(path: PathChange | None, client: str, protocol: Protocol, server: str | None = None) -> str | None:
+    """Why this run cannot have its path change (recorded as unsupported, not run), or None."""
     if path is None or not path.client_side:
         return None
     migrating = migrating_clients()

@@ -19,9 +19,9 @@ from lab.link.model import Link
 from lab.link.spec import parse_link
 from lab.link.units import parse_duration, parse_percent, parse_rate
 from lab.plan.scenario import DIMENSIONS, OFF, Scenario, runs_pair
+from lab.plan.settings import Settings, parse_settings
 from lab.protocols import Protocol
 from lab.sizes import parse_size
-from lab.workloads.spec import parse_workload
 
 _X = {  # swept key -> (x_name, numeric value of a setting)
     "loss": ("loss_pct", lambda v: parse_percent(v) * 100),
@@ -42,8 +42,9 @@ class Point:
     size: int
     x_name: str
     x: float
-    #: the non-link dimensions at this point (scenario.DIMENSIONS but size): swept values, else scenario defaults
-    settings: dict[str, str] = field(default_factory=dict)
+    #: the non-link dimensions at this point (scenario.DIMENSIONS but size), parsed once: swept values, else the
+    #: scenario's defaults
+    settings: Settings = field(default_factory=Settings)
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def points(s: Scenario) -> list[Point]:
         extra = {k: str(getattr(s, k)) for k in DIMENSIONS if k != "size" and getattr(s, k, None) not in (None, "")}
         extra.update({k: v for k, v in setting.items() if k in DIMENSIONS and k != "size"})
         out.append(Point(index=i, label=label, link=parse_link(spec, down, up), size=size, x_name=x_name, x=x,
-                         settings=extra))
+                         settings=parse_settings(extra)))
     return out
 
 
@@ -123,7 +124,7 @@ def timeout_for(s: Scenario, p: Point) -> float:
     loss = d.loss.mean + p.link.uplink.loss.mean
     if loss > 0:
         rate = min(rate, 1448 * 8 / rtt * 1.22 / math.sqrt(loss))
-    w = parse_workload(p.settings.get("workload", "bulk"))
+    w = p.settings.workload
     connections = w.objects if w.kind == "new" else 2 if w.sessions else 1
     expected = w.total_bytes(p.size) * (2 if w.sessions else 1) * 8 / rate + 10 * rtt * connections
     return min(3600.0, max(60.0, 4 * expected + 10))

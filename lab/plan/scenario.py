@@ -60,9 +60,10 @@ from lab.evidence.capture import parse_kinds
 from lab.link import shaper
 from lab.link.shaper import BACKENDS
 from lab.link.spec import DIRECTION_KEYS, LINK_KEYS, parse_link
+from lab.plan.settings import PARSERS
 from lab.protocols import parse_protocol
 from lab.sizes import parse_size
-from lab.workloads.spec import check_workload
+from lab.workloads.spec import parse_workload
 
 OFF = "off"
 MAX_REPEATS = 1000
@@ -70,10 +71,8 @@ MAX_SEED = 2**63 - 1
 
 #: Run dimensions that are not link parameters: key -> validator of one value (raises UsageError naming it).
 #: A scenario sets one as a top-level default (e.g. `cc = "reno"`) or sweeps it (`[sweep] cc = [...]`); the plan
-#: hands each point's value to the runner in Point.settings. New dimensions register here (cc, workload, ...).
-DIMENSIONS: dict[str, Callable[[str], object]] = {
-    "size": parse_size, "workload": check_workload, "cc": parse_cc, "faults": adverse.parse_faults,
-    "competing": adverse.parse_competing, "path": adverse.parse_path}
+#: parses each point's values once into Point.settings (lab/plan/settings.py, where new dimensions register).
+DIMENSIONS: dict[str, Callable[[str], object]] = {"size": parse_size, **PARSERS}
 #: The old name of client_quic_cc (accepted, with a one-line note).
 DEPRECATED_KEYS = {"quic_cc": "client_quic_cc"}
 SWEEP_KEYS = (*LINK_KEYS, *DIMENSIONS)
@@ -295,7 +294,7 @@ def _check_values(s: Scenario, problems: Problems) -> None:
     _each(problems, "clients", s.clients, _keeping_name(get_client))
     _each(problems, "servers", s.servers, _keeping_name(check_server))
     _each(problems, "sizes", s.sizes, parse_size)
-    problems.attempt("workload", partial(check_workload, s.workload))
+    problems.attempt("workload", partial(parse_workload, s.workload))
     capture = problems.attempt("capture", partial(_capture, s.capture))
     s.capture = list(capture) if capture is not None else s.capture
     if s.shaper not in BACKENDS:

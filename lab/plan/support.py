@@ -7,25 +7,41 @@ is tried (an algorithm the server's kernel lacks, a client exiting 127) is the r
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from lab.endpoints import get_client, sender_cc
 from lab.endpoints.base import ClientAdapter
 from lab.endpoints.registry import registry
+from lab.endpoints.sender_cc import SenderPlan
 from lab.plan.checks import unsupported as adverse_unsupported
 from lab.plan.plan import PlannedRun
 from lab.protocols import Protocol
-from lab.workloads.spec import Workload, handles, parse_workload
+from lab.workloads.spec import Workload, handles
+
+
+@dataclass(frozen=True)
+class Support:
+    """Whether a run can run: `reason` is "" when it can; `sender` is how it gets its sender's congestion control
+    (resolved once per run, here; None when the registry already says the run cannot run)."""
+
+    reason: str
+    sender: SenderPlan | None
+
+
+def check(run: PlannedRun) -> Support:
+    reg = registry()
+    why = reg.unsupported(run.client, run.server, run.protocol)
+    if why:
+        return Support(why, None)
+    settings = run.point.settings
+    plan = sender_cc.resolve(reg.server(run.server), run.protocol, settings.cc)
+    return Support(plan.reason or adverse_unsupported(settings.path, run.client, run.protocol, run.server)
+                   or workload_unsupported(get_client(run.client), settings.workload, run.protocol), plan)
 
 
 def why_unsupported(run: PlannedRun) -> str:
     """The reason this run cannot run here, or ""."""
-    reg = registry()
-    why = reg.unsupported(run.client, run.server, run.protocol)
-    if why:
-        return why
-    plan = sender_cc.resolve(reg.server(run.server), run.protocol, run.point.settings.get("cc"))
-    return (plan.reason or adverse_unsupported(run.point.settings, run.client, run.protocol, run.server)
-            or workload_unsupported(get_client(run.client), parse_workload(run.point.settings.get("workload", "bulk")),
-                                    run.protocol))
+    return check(run).reason
 
 
 def workload_unsupported(adapter: ClientAdapter, w: Workload, protocol: Protocol) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lab.endpoints import loads_bulk_as_page
 from lab.report.summary import EN, NA, fmt_ci, fmt_est, fmt_level, md_table, sig3
 from lab.results import objects_csv as objects_file
 from lab.results.objects_csv import ObjectRow
@@ -22,7 +23,7 @@ _X = {"loss": ("loss (%)", "loss_pct"), "rtt": ("RTT (ms)", "rtt_ms"), "rate": (
 
 
 def has_workloads(records: Sequence[RunRecord]) -> bool:
-    return any(r.workload not in ("", "bulk") or r.client == "chromium" for r in records)
+    return any(r.workload not in ("", "bulk") or loads_bulk_as_page(r.client) for r in records)
 
 
 def _ok(rs: Sequence[RunRecord]) -> list[RunRecord]:

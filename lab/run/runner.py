@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from lab import config, objects
 from lab.adverse import run as adverse
-from lab.endpoints import get_client, sender_cc
+from lab.endpoints import get_client
 from lab.endpoints.registry import registry
 from lab.errors import EnvironmentFailure, QuiclabError, UsageError
 from lab.evidence import capture
@@ -32,7 +32,7 @@ from lab.link import linkem, router, shaper
 from lab.link.model import Link
 from lab.models import TransferResult
 from lab.plan.plan import PlannedRun
-from lab.plan.support import why_unsupported
+from lab.plan.support import check as check_support
 from lab.protocols import Protocol
 from lab.results.schema import RunRecord
 from lab.results.store import RunLog
@@ -134,12 +134,13 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
     t0 = time.monotonic()
     link = run.link()
     planned: Link | None = None if ctx.link_in_force else link  # (the link columns of a run that does not run)
-    why = why_unsupported(run)
-    if why:  # this combination cannot run: recorded as such, not run, not a failure
-        return RunRecord(**identity(run, ctx, ctx.shaper, planned, started), **not_run(why))
+    support = check_support(run)
+    if support.reason:  # this combination cannot run: recorded as such, not run, not a failure
+        return RunRecord(**identity(run, ctx, ctx.shaper, planned, started), **not_run(support.reason))
     server = registry().server(run.server)
     try:
-        plan = sender_cc.resolve(server, run.protocol, run.point.settings.get("cc"))
+        plan = support.sender
+        assert plan is not None  # (a run that can run has its sender's plan)
         # before the link and the transfer: never in the timed part (a qlog instance, if any, takes the algorithm)
         sender = ctx.sender.prepare(server, plan, instance=not (server.qlog and "qlog" in ctx.capture))
         if sender.unsupported:
@@ -181,8 +182,10 @@ def _run_with_probes(rc: RunContext, ctx: Context) -> tuple[TransferResult, Colu
                                 rc.server, rc.sender.server_env) as ev:
             rc.ev, rc.port = ev, ev.server_port or rc.sender.port
             # faults, competing flows and path changes around the transfer (lab/adverse; nothing when none)
-            with adverse.during(run.point.settings, server=run.server, protocol=run.protocol, backend=rc.backend,
-                                link=rc.applied, size=run.point.size, timeout_s=timeout, port=rc.port) as adv:
+            settings = run.point.settings
+            with adverse.during(faults=settings.faults, competing=settings.competing, path=settings.path,
+                                server=run.server, protocol=run.protocol, backend=rc.backend, link=rc.applied,
+                                size=run.point.size, timeout_s=timeout, port=rc.port) as adv:
                 rc.adv = adv
                 env = {**ev.client_env, **adv.client_env}
                 for p in each:

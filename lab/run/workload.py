@@ -34,7 +34,7 @@ from lab.protocols import Protocol
 from lab.run.transfer import EXEC_MARGIN_S, unsupported_result
 from lab.workloads import pages
 from lab.workloads.result import ObjectTiming, WorkloadResult, verify_objects
-from lab.workloads.spec import Workload, parse_workload
+from lab.workloads.spec import Workload
 
 
 class WorkloadRun(TransferResult):
@@ -49,7 +49,7 @@ class WorkloadRun(TransferResult):
 
 
 def workload_of(point: Point) -> Workload:
-    return parse_workload(point.settings.get("workload", "bulk"))
+    return point.settings.workload
 
 
 def capture_kinds(w: Workload, asked: tuple[str, ...]) -> tuple[str, ...]:

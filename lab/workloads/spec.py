@@ -112,11 +112,6 @@ def parse_workload(text: str) -> Workload:
     return Workload(kind, n, size)  # type: ignore[arg-type]
 
 
-def check_workload(text: str) -> str:
-    """Scenario dimension validator: the canonical label of a valid workload string."""
-    return parse_workload(text).label()
-
-
 def handles(adapter: object, w: Workload) -> bool:
     """Whether a run of `w` with this client adapter goes through the workload runner (else: the plain transfer).
     Clients that cannot fetch one bare object (the browser: `bulk_as_page`) load bulk as a page of one object."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
-from lab.adverse import fairness
+from lab.adverse import fairness, faults, spec
 from lab.adverse.competing import cc_of_port
 from lab.adverse.faults import faulty_link
 from lab.adverse.spec import parse_competing, parse_fault, parse_faults, parse_path
@@ -97,7 +98,7 @@ def scen(**kw):
 def test_scenario_dimensions_default_and_swept():
     s = scen(faults=["pause:2s@1s", "blackout:1s@4s"], sweep={"competing": ["none", "tcp-bbr"]})
     pts = points(s)
-    assert [{k: v for k, v in p.settings.items() if k != "workload"} for p in pts] == [
+    assert [{k: v for k, v in p.settings.strings().items() if k != "workload"} for p in pts] == [
         {"faults": "pause:2s@1s,blackout:1s@4s", "competing": "none"},
         {"faults": "pause:2s@1s,blackout:1s@4s", "competing": "tcp-bbr"}]
     s = scen(sweep={"faults": ["none", "blackout:500ms@2s", "blackout:2s@2s"]})
@@ -138,6 +139,43 @@ def test_faulty_links():
     assert r.downlink.rate_bps == 5_000_000 and r.uplink.rate_bps == 5_000_000 and r.downlink.delay_s == 0.02
     d = faulty_link(parse_fault("delay=+100ms:1s@1s"), link)
     assert d.downlink.delay_s == pytest.approx(0.12) and d.downlink.rate_bps == 20_000_000
+    assert faulty_link(parse_fault("pause:1s@1s"), link) == link  # a fault on the server leaves the link
+
+
+def test_each_fault_kind_is_one_class_chosen_by_name():
+    """One table per side: the kinds spec.py parses are the kinds faults.py has a class for, and a run's fault gets
+    its kind's class (blackout: the nft rule where netem shapes or when asked, else linkem's outage window)."""
+    assert set(faults.KINDS) == set(spec.KINDS) == set(get_args(spec.FaultKind))
+    link = parse_link({"rtt": "40ms", "rate": "20mbit"})
+
+    def action(item: str, backend: str = "linkem", blackout_with: str | None = None) -> faults.Action:
+        return faults.action_for(parse_fault(item), faults.Target(backend, link, "c", "s", blackout_with))
+
+    assert type(action("pause:1s@1s")) is faults.Pause and type(action("kill:1s@1s")) is faults.Kill
+    assert action("kill:1s@1s").route_helper.endswith("-s-route-1")  # type: ignore[attr-defined]
+    b = action("blackout:1s@1s")
+    assert type(b) is faults.Blackout and b.self_ending and b.verifies_link
+    assert type(action("blackout:1s@1s", "netem")) is faults.NftBlackout
+    assert type(action("blackout:1s@1s", "linkem", "nft")) is faults.NftBlackout
+    r, n = action("rate=1mbit:1s@1s"), action("rate=1mbit:1s@1s", "netem")
+    assert type(r) is type(n) is faults.Rate and r.verifies_link and not n.verifies_link and not r.self_ending
+    assert type(action("delay=+10ms:1s@1s")) is faults.Delay
+    assert {parse_fault(x).family for x in ("pause:1s@1s", "kill:1s@1s")} == {"server"}
+    assert {parse_fault(x).family for x in ("blackout:1s@1s", "rate=1mbit:1s@1s", "delay=1ms:1s@1s")} == {"link"}
+
+
+def test_a_link_fault_puts_its_link_then_the_runs_back(monkeypatch: pytest.MonkeyPatch):
+    """The linkem side of a link fault's apply and undo (the emulator's PUT itself: tests/lab/test_adverse.py)."""
+    link = parse_link({"rtt": "40ms", "rate": "20mbit"})
+    put: list[object] = []
+    monkeypatch.setattr(faults.calibrate, "path_delays", lambda backend: None)
+    monkeypatch.setattr(faults.linkem, "apply", lambda lk, delays: put.append(lk))
+    monkeypatch.setattr(faults.linkem, "current", lambda: put[-1])
+    a = faults.action_for(parse_fault("rate=50%:1s@1s"), faults.Target("linkem", link, "c", "s"))
+    a.apply()
+    assert put[-1].downlink.rate_bps == 10_000_000 and a.verify() is not None  # type: ignore[attr-defined]
+    a.undo()
+    assert put[-1] == link and a.verify() is None and len(put) == 2
 
 
 def pkt(t: float, src: str, sport: int, n: int) -> Packet:

@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lab import config, lab
+from lab.adverse.spec import parse_path
 from lab.cli import app
 from lab.endpoints.registry import REGISTRY_FILE, Registry, help_text, load, parse, registry
 from lab.errors import UsageError
@@ -104,7 +105,7 @@ def test_the_manifests_quic_cc_and_versions_derive_from_the_registry(fake: Regis
 def test_migrating_clients_are_a_registry_capability(fake: Registry):
     assert check.migrating_clients() == {"gtlsclient", "fakeclient"}
     assert registry_module.load().migrating() == {"gtlsclient"}  # the real registry: gtlsclient only
-    migrate = {"path": "migrate@1s"}
+    migrate = parse_path("migrate@1s")
     assert check.unsupported(migrate, "fakeclient", Protocol.H3) is None
     assert check.unsupported(migrate, "fake-1.0", Protocol.H3) is None  # by its alias too
     assert "fakeclient" in (check.unsupported(migrate, "curl", Protocol.H3) or "")
@@ -115,7 +116,7 @@ def test_without_migrates_a_client_cannot_migrate(monkeypatch: pytest.MonkeyPatc
     reg = fake_registry(gtlsclient={"migrates": False}, fakeclient={"migrates": False})
     monkeypatch.setattr(check, "registry", lambda: reg)
     assert check.migrating_clients() == frozenset()
-    assert "no registered client" in (check.unsupported({"path": "migrate@1s"}, "gtlsclient", Protocol.H3) or "")
+    assert "no registered client" in (check.unsupported(parse_path("migrate@1s"), "gtlsclient", Protocol.H3) or "")
 
 
 def test_only_clients_migrate():
@@ -184,6 +185,19 @@ def _literals(path: Path, names: set[str]) -> list[tuple[int, frozenset[str]]]:
     return found
 
 
+def _comparisons(path: Path, names: set[str]) -> list[tuple[int, frozenset[str]]]:
+    """Comparisons (==, !=, in, is, ...) and conditional expressions with an implementation name as a string
+    constant operand or branch: `if server == "nginx"`, `"nginx" if measured == "ngtcp2" else "ngtcp2"`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        operands = [node.left, *node.comparators] if isinstance(node, ast.Compare) else \
+            [node.body, node.orelse] if isinstance(node, ast.IfExp) else []
+        hit = frozenset(e.value for e in operands if isinstance(e, ast.Constant) and e.value in names)
+        if hit:
+            found.append((node.lineno, hit))
+    return found
+
+
 def _help_strings(path: Path, names: set[str]) -> list[tuple[int, frozenset[str]]]:
     """typer options' help= texts that name implementations (a run key example such as 1/h3/curl/nginx/0 is not)."""
     alternatives = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
@@ -213,6 +227,34 @@ def test_no_module_lists_implementation_names_by_hand():
         "\n".join(unjustified)
 
 
+def test_no_module_compares_implementation_names_by_hand():
+    """What an implementation can do is a registry field (migrates, refuses_migration, competing_quic, ...) or its
+    adapter's word (bulk_as_page), never a comparison with its name."""
+    names = _names()
+    found = [f"lab/{p.relative_to(LAB).as_posix()}:{line}: {sorted(hit)}" for p in sorted(LAB.rglob("*.py"))
+             if p.relative_to(LAB).as_posix() != "endpoints/registry.py" for line, hit in _comparisons(p, names)]
+    assert not found, "implementation names compared by hand (ask the registry):\n" + "\n".join(found)
+
+
+def test_the_competing_quic_server_and_page_loading_clients_come_from_the_registry():
+    reg = load()
+    assert reg.competing_quic("nginx").name == "ngtcp2" and reg.competing_quic("caddy").name == "ngtcp2"
+    assert reg.competing_quic("ngtcp2").name == "nginx"  # (the two flows differ by address)
+    fake = fake_registry(fakeserver={"competing_quic": 1}, ngtcp2={"competing_quic": 3})
+    assert fake.competing_quic("nginx").name == "fakeserver" and fake.competing_quic("fakeserver").name == "nginx"
+    with pytest.raises(UsageError, match="implementation 'fakeclient': field 'competing_quic': only servers"):
+        fake_registry(fakeclient={"competing_quic": 1})
+    with pytest.raises(UsageError, match="no server can serve a competing QUIC download while ngtcp2"):
+        fake_registry(nginx={"competing_quic": None}).competing_quic("ngtcp2")
+    from lab import endpoints
+    from lab.report.workload_report import has_workloads
+    from tests.unit.test_stats import make_record
+
+    assert endpoints.loads_bulk_as_page("chromium") and not endpoints.loads_bulk_as_page("curl")
+    assert not endpoints.loads_bulk_as_page("a-client-of-an-older-folder")
+    assert has_workloads([make_record(client="chromium")]) and not has_workloads([make_record(client="curl")])
+
+
 def test_every_justified_exception_is_still_there():
     """An exception that no longer matches is removed from JUSTIFIED (the list only shrinks)."""
     names = _names()
@@ -233,6 +275,12 @@ def test_the_scan_finds_a_hand_written_list(tmp_path: Path):
     module = tmp_path / "m.py"
     module.write_text('MIGRATING = frozenset({"gtlsclient"})\n'
                       'import typer\n'
-                      'def f(server: str = typer.Option("nginx", help="Server: nginx, ngtcp2, caddy.")): ...\n')
+                      'def f(server: str = typer.Option("nginx", help="Server: nginx, ngtcp2, caddy.")): ...\n'
+                      'def g(server: str) -> str:\n'
+                      '    return "nginx" if server == "ngtcp2" else "ngtcp2"\n'
+                      'def h(client: str) -> bool:\n'
+                      '    return "chromium" != client\n')
     assert _literals(module, names) == [(1, frozenset({"gtlsclient"}))]
     assert _help_strings(module, names) == [(3, frozenset({"nginx", "ngtcp2", "caddy"}))]
+    assert set(_comparisons(module, names)) == {(5, frozenset({"nginx", "ngtcp2"})), (5, frozenset({"ngtcp2"})),
+                                                (7, frozenset({"chromium"}))}

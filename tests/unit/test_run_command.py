@@ -12,7 +12,7 @@ def test_quiclab_run_is_a_one_point_plan_in_the_order_asked():
     runs = _runs([Protocol.H3, Protocol.H1], "1MB", "curl", "nginx", "cubic", None, 30.0, ("pcap",))
     assert [r.protocol for r in runs] == [Protocol.H3, Protocol.H1]
     assert {r.point.index for r in runs} == {0} and {r.repeat for r in runs} == {0}
-    assert all(r.point.size == 1_000_000 and r.point.settings.get("cc") == "cubic" for r in runs)
+    assert all(r.point.size == 1_000_000 and r.point.settings.cc == "cubic" for r in runs)
     assert len({r.seed for r in runs}) == 1  # one link seed: the protocols are paired as in a sweep
 
 

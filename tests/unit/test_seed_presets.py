@@ -99,7 +99,7 @@ def test_kth_unshaped_has_no_rate_and_no_added_delay() -> None:
 def test_bolina_runs_tcp_and_quic_at_reno_and_cubic_at_a_tenth_of_a_percent_loss() -> None:
     s = presets.get("bolina")
     pts = points(s)
-    assert {p.settings["cc"] for p in pts} == {"reno", "cubic"}
+    assert {p.settings.cc for p in pts} == {"reno", "cubic"}
     assert all(p.link.downlink.loss.mean == pytest.approx(0.001) for p in pts)
     assert {(r.protocol.value, r.client, r.server) for r in plan(s)} >= {("h1", "curl", "nginx"),
                                                                           ("h3", "gtlsclient", "ngtcp2")}
@@ -109,12 +109,12 @@ def test_bolina_0rtt_has_a_0rtt_arm_for_a_client_that_sends_it() -> None:
     from lab.endpoints.registry import registry
 
     s = presets.get("bolina-0rtt")
-    assert any(p.settings.get("workload", "").startswith("0rtt:") for p in points(s))
+    assert any(p.settings.workload.kind == "0rtt" for p in points(s))
     assert any("0rtt" in registry().client(c).workloads for c in s.clients)
 
 
 def test_yu_reuse_compares_reuse_with_new_handshakes() -> None:
-    kinds = {p.settings["workload"].split(":")[0] for p in points(presets.get("yu-reuse"))}
+    kinds = {p.settings.workload.kind for p in points(presets.get("yu-reuse"))}
     assert kinds == {"reuse", "new"}
 
 

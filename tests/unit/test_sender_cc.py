@@ -147,11 +147,11 @@ def test_quic_instances_need_a_settable_quic_cc() -> None:
 def test_cc_as_a_top_level_default_and_as_a_swept_dimension() -> None:
     base = {"name": "x", "link": {"rtt": "20ms"}}
     s = validate({**base, "cc": "Default"}, "s")
-    assert s.cc == NATIVE and [p.settings.get("cc") for p in points(s)] == [NATIVE]
+    assert s.cc == NATIVE and [p.settings.cc for p in points(s)] == [NATIVE]
     s = validate({**base, "cc": "reno", "sweep": {"cc": ["cubic", "bbr"], "loss": ["0%", "1%"]}}, "s")
-    assert [p.settings["cc"] for p in points(s)] == ["cubic", "cubic", "bbr", "bbr"]  # the swept value wins
+    assert [p.settings.cc for p in points(s)] == ["cubic", "cubic", "bbr", "bbr"]  # the swept value wins
     assert points(s)[0].label == "cc=cubic loss=0%"
-    assert "cc" not in points(validate(base, "s"))[0].settings
+    assert points(validate(base, "s"))[0].settings.cc is None
 
 
 def test_pairs_restrict_the_client_server_product() -> None:
@@ -177,6 +177,6 @@ def test_validate_reno_runs_reno_senders_only_where_they_can_be_set() -> None:
     runs = plan(s)
     runnable = {(r.protocol.value, r.client, r.server) for r in runs
                 if not registry().unsupported(r.client, r.server, r.protocol)
-                and not resolve(registry().server(r.server), r.protocol, r.point.settings.get("cc")).reason}
+                and not resolve(registry().server(r.server), r.protocol, r.point.settings.cc).reason}
     assert runnable == {("h1", "curl", "nginx"), ("h3", "gtlsclient", "ngtcp2")}
     assert all(p.link.uplink.loss.mean == 0 and p.link.downlink.loss.mean > 0 for p in points(s))

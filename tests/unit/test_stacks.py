@@ -144,16 +144,17 @@ def test_haproxys_capability_check(tmp_path):
 def test_a_client_cannot_migrate_to_haproxy_which_forbids_it():
     """HAProxy 3.0 sends disable_active_migration: gtlsclient moving itself is unsupported against it, with the
     reason, before anything runs; against the servers that allow it (quic-go, aioquic, nginx) it is not."""
+    from lab.adverse.spec import parse_path
     from lab.endpoints.registry import parse
     from lab.plan.checks import unsupported
 
-    migrate = {"path": "migrate@1s"}
+    migrate = parse_path("migrate@1s")
     why = unsupported(migrate, "gtlsclient", Protocol.H3, "haproxy")
     assert why == ("path migrate@1s: the client moves itself, which haproxy refuses: HAProxy 3.0 sends the transport "
                    "parameter disable_active_migration")
     for server in ("quic-go", "aioquic", "nginx", None):
         assert unsupported(migrate, "gtlsclient", Protocol.H3, server) is None, server
-    assert unsupported({"path": "rebind@1s"}, "curl", Protocol.H3, "haproxy") is None  # rebinding is not migrating
+    assert unsupported(parse_path("rebind@1s"), "curl", Protocol.H3, "haproxy") is None  # rebinding is not migrating
     with pytest.raises(UsageError, match="field 'refuses_migration': only servers refuse"):
         parse({"c": {"role": "client", "protocols": ["h3"], "container": "x", "adapter": "a:B", "version": "v",
                      "quic_cc": {"fixed": "x"}, "refuses_migration": "no"}}, "x")

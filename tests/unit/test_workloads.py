@@ -172,11 +172,11 @@ def test_workload_is_a_scenario_dimension_default_or_swept():
     s = validate({"name": "w", "protocols": ["h2"], "repeats": 1, "link": {"rate": "20mbit", "rtt": "40ms"},
                   "sweep": {"workload": ["page:50x20kB", "bulk"], "loss": ["0%", "1%"]}}, "test")
     pts = points(s)
-    assert [p.settings["workload"] for p in pts] == ["page:50x20kB", "page:50x20kB", "bulk", "bulk"]
+    assert [p.settings.workload.label() for p in pts] == ["page:50x20kB", "page:50x20kB", "bulk", "bulk"]
     assert pts[0].label == "workload=page:50x20kB loss=0%"
     assert len(plan(s)) == 4
     d = validate({"name": "d", "workload": "0rtt:100kB"}, "test")
-    assert all(p.settings["workload"] == "0rtt:100kB" for p in points(d))
+    assert all(p.settings.workload.label() == "0rtt:100kB" for p in points(d))
     big = validate({"name": "t", "timeout": 0, "link": {"rate": "1mbit"}, "sweep": {"workload": ["page:100x100kB"]}},
                    "test")
     assert timeout_for(big, points(big)[0]) > 4 * 10e6 * 8 / 1e6  # sized from all the page's bytes
