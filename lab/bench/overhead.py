@@ -26,7 +26,7 @@ from lab.agent import ENV_AGENT
 from lab.bench import host
 from lab.config import ENV_CURL_SPARE
 from lab.errors import EnvironmentProblem
-from lab.quantiles import median
+from lab.quantiles import median, quantile
 from lab.results import store
 
 SCENARIO = """
@@ -65,7 +65,7 @@ def figures(folder: Path, mode: str, command_s: float, steal_pct: float) -> Swee
     span = (max(starts) - min(starts)).total_seconds() + runs[-1].wall_s
     return SweepFigures(mode=mode, runs=len(runs), ok=sum(r.status == "ok" for r in runs),
                         overhead_median_ms=median(over) * 1000,
-                        overhead_p90_ms=over[min(len(over) - 1, int(0.9 * len(over)))] * 1000,
+                        overhead_p90_ms=quantile(over, 0.9) * 1000,
                         transfers_s=transfers, span_s=span, span_over_transfers=span / transfers if transfers else 0,
                         command_s=command_s, steal_pct=steal_pct)
 

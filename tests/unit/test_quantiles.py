@@ -67,7 +67,8 @@ def test_no_quantile_of_nothing_and_the_middle_run():
 
 #: a median or percentile computed some other way than lab/quantiles.py (or lab/stats/stats.py's censored one)
 OTHER_WAYS = re.compile(r"np\.(median|percentile|quantile|nanmedian|nanpercentile)\(|statistics\.(median|quantiles)"
-                        r"|\[\(?len\(\w+\) ?(- ?1\)? ?)?// ?2\]|\[\w+ ?// ?2( ?- ?1)?\]|\[int\([\d.]+ ?\* ?\(?len\(")
+                        r"|\[\(?len\(\w+\) ?(- ?1\)? ?)?// ?2\]|\[\w+ ?// ?2( ?- ?1)?\]"
+                        r"|\[(min\([^\]]*)?int\([\d.]+ ?\*")
 
 
 def test_no_module_of_lab_computes_a_median_or_percentile_by_itself():
@@ -80,5 +81,6 @@ def test_no_module_of_lab_computes_a_median_or_percentile_by_itself():
 def test_the_scan_finds_the_forms_it_looks_for():
     for line in ("float(np.median(xs))", "statistics.median(rtts)", "order[(len(order) - 1) // 2]", "s[len(s) // 2]",
                  "s[n // 2 - 1]", "rtts[int(0.25 * (len(rtts) - 1))]", "statistics.quantiles(xs, n=100)",
-                 "np.percentile(t, [25])"):
+                 "np.percentile(t, [25])", "late[int(0.9 * (samples - 1))]",
+                 "over[min(len(over) - 1, int(0.9 * len(over)))]"):
         assert OTHER_WAYS.search(line), line
