@@ -11,9 +11,10 @@ LAB = Path(__file__).resolve().parent
 
 #: (units, what they are), bottom first. No exceptions.
 LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("lab", "lab.errors", "lab.instance", "lab.lines", "lab.signals", "lab.terminal", "lab.layers"),
+    (("lab", "lab.errors", "lab.instance", "lab.lines", "lab.signals", "lab.terminal", "lab.layers", "lab.quantiles"),
      "the standard library's level: the version, the error types, a lab's number and its names, reading a "
-     "process's lines against a deadline, Ctrl-C and SIGTERM, all output (rich), this order"),
+     "process's lines against a deadline, Ctrl-C and SIGTERM, all output (rich), this order, the one median and "
+     "percentile rule"),
     (("lab.config", "lab.protocols", "lab.sizes"), "the lab topology and environment variables, the protocols, sizes"),
     (("lab.models", "lab.docker", "lab.hostnet", "lab.lock"),
      "what a transfer asks for and measured; the only way to Docker (python-on-whales, `docker exec` streams with "

@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import re
-import statistics
 import subprocess
 import time
 import uuid
@@ -33,6 +32,7 @@ from lab.endpoints.registry import registry
 from lab.errors import EnvironmentProblem
 from lab.evidence.pcap import PcapError, read_pcap
 from lab.link import router
+from lab.quantiles import quantile
 
 BASE_PORT = 5301
 PROBE_INTERVAL_S = 0.1
@@ -280,4 +280,4 @@ def _pct(xs: list[float], q: int) -> float | None:
         return None
     if len(xs) == 1:
         return xs[0]
-    return round(statistics.quantiles(xs, n=100, method="inclusive")[q - 1], 3)
+    return round(quantile(xs, q / 100), 3)

@@ -12,6 +12,8 @@ import select
 import time
 from dataclasses import dataclass
 
+from lab.quantiles import quantile
+
 #: A 1 ms timer on a healthy machine of this kind fires ~0.1-0.2 ms late (p90).
 MAX_TIMER_LATENESS_MS = 1.0
 
@@ -47,8 +49,7 @@ def measure(samples: int = 200) -> HostTiming:
         select.poll().poll(1)
         late.append(time.perf_counter() - t - 0.001)
     steal1, total1 = _cpu()
-    late.sort()
-    return HostTiming(late_p90_ms=late[int(0.9 * (samples - 1))] * 1000,
+    return HostTiming(late_p90_ms=quantile(late, 0.9) * 1000,
                       steal_pct=100 * (steal1 - steal0) / max(1, total1 - total0), load_1m=load_average())
 
 

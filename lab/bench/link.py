@@ -14,13 +14,12 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
-
 from lab import config, docker, lock
 from lab.bench import host
 from lab.link import calibrate, linkem, napi, router, shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link
+from lab.quantiles import median, quantile
 
 #: The paths a forwarding round measures: the kernel alone, through linkem (the kernel forwarding in linkem's
 #: writes), and, when this process can switch it (lab/link/napi.py), through linkem with threaded NAPI.
@@ -60,11 +59,6 @@ def _tx(iface: str) -> tuple[int, int]:
     b = int(router.run("cat", f"/sys/class/net/{iface}/statistics/tx_bytes"))
     p = int(router.run("cat", f"/sys/class/net/{iface}/statistics/tx_packets"))
     return b, p
-
-
-def percentile(xs: list[float], q: float) -> float:
-    """The sample nearest to rank q*(n-1) (numpy's "nearest"): a value that was measured, never interpolated."""
-    return float(np.quantile(np.asarray(xs, dtype=float), q, method="nearest"))
 
 
 @dataclass
@@ -144,8 +138,8 @@ def _used(pairs: list[CapacityPair]) -> list[CapacityPair]:
 def summarize_capacity(pairs: list[CapacityPair]) -> tuple[float, float, float, int]:
     """(kernel Gbit/s, linkem Gbit/s, median of the per-pair ratios, pairs used) over `_used(pairs)`."""
     used = _used(pairs)
-    return (statistics.median(p.kernel_gbps for p in used), statistics.median(p.linkem_gbps for p in used),
-            statistics.median(p.ratio for p in used), len(used))
+    return (median(p.kernel_gbps for p in used), median(p.linkem_gbps for p in used), median(p.ratio for p in used),
+            len(used))
 
 
 def summarize_threaded(pairs: list[CapacityPair]) -> tuple[float, float] | None:
@@ -155,7 +149,7 @@ def summarize_threaded(pairs: list[CapacityPair]) -> tuple[float, float] | None:
            if p.threaded_gbps is not None and p.threaded_ratio is not None]
     if not got:
         return None
-    return statistics.median(g for g, _ in got), statistics.median(r for _, r in got)
+    return median(g for g, _ in got), median(r for _, r in got)
 
 
 def rate_accuracy(rate_mbit: int, seconds: float) -> dict[str, float]:
@@ -215,7 +209,7 @@ def delay_error(seconds: float, delay_ms: float = 20.0, load: str = "300M") -> d
     rtts = [float(x.split("time=")[1].split()[0]) for x in out.splitlines() if "time=" in x]
     errors = [r - 2 * delay_ms for r in rtts]
     return {"configured_rtt_ms": 2 * delay_ms, "load": f"UDP {load}bit/s downlink", "samples": len(errors),
-            "p50": percentile(errors, 0.5), "p99": percentile(errors, 0.99), "max": max(errors),
+            "p50": quantile(errors, 0.5), "p99": quantile(errors, 0.99), "max": max(errors),
             "mean": statistics.fmean(errors), "loop": _read_wait_summary(before, _loop_counters()),
             "calibration": calibrate.ensure("linkem").line() if calibrate.enabled() else "off"}
 

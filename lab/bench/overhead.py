@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from lab.agent import ENV_AGENT
 from lab.bench import host
 from lab.config import ENV_CURL_SPARE
 from lab.errors import EnvironmentProblem
+from lab.quantiles import median, quantile
 from lab.results import store
 
 SCENARIO = """
@@ -64,8 +64,8 @@ def figures(folder: Path, mode: str, command_s: float, steal_pct: float) -> Swee
     starts = [dt.datetime.fromisoformat(r.started_at) for r in runs]
     span = (max(starts) - min(starts)).total_seconds() + runs[-1].wall_s
     return SweepFigures(mode=mode, runs=len(runs), ok=sum(r.status == "ok" for r in runs),
-                        overhead_median_ms=statistics.median(over) * 1000,
-                        overhead_p90_ms=over[min(len(over) - 1, int(0.9 * len(over)))] * 1000,
+                        overhead_median_ms=median(over) * 1000,
+                        overhead_p90_ms=quantile(over, 0.9) * 1000,
                         transfers_s=transfers, span_s=span, span_over_transfers=span / transfers if transfers else 0,
                         command_s=command_s, steal_pct=steal_pct)
 
@@ -117,7 +117,7 @@ def client_start(n: int = 20) -> ClientStart:
             t0 = time.monotonic()
             agent.run(config.CLIENT_CONTAINER, argv, timeout_s=10)
             times.append(time.monotonic() - t0)
-        return statistics.median(times) * 1000
+        return median(times) * 1000
 
     agent.run(config.CLIENT_CONTAINER, ["true"], timeout_s=30)  # the agent started
     return ClientStart(curl_version_ms=median_ms(["curl", "--version"]), agent_true_ms=median_ms(["true"]), n=n)

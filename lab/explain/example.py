@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 from collections import defaultdict
 from pathlib import Path
 
 from lab.explain.model import EXPLAIN_JSON, Explanation, Figure
+from lab.quantiles import median
 from lab.results import store
 from lab.stats.stats import method_label
 
 
 def _median(values: list[float | int | None], fmt: str = ".0f") -> str:
     known = [v for v in values if v is not None]
-    return format(statistics.median(known), fmt) if known else "-"
+    return format(median(known), fmt) if known else "-"
 
 
 def _v(f: Figure | None) -> float | int | None:

@@ -19,7 +19,6 @@ The difference rows are B - A per component; they add up to B's total - A's tota
 from __future__ import annotations
 
 import bisect
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +26,7 @@ from pydantic import BaseModel
 
 from lab.errors import UsageError
 from lab.explain.rows import H2_HEADERS, H3_HEADERS, Row, client_of
+from lab.quantiles import median, middle
 from lab.results.schema import RunRecord
 
 #: IP + TCP header bytes per segment on the wire (20 + 20 + 12 bytes of timestamps), for the link time of TCP data
@@ -227,7 +227,7 @@ def components(method: str, run_key: str, totals_s: Sequence[float], total_s: fl
     hs = tr.request_s or 0.0
     loss = stalled + resent
     ms = 1000.0
-    c = Components(method=method, runs=len(totals_s), median_ms=round(statistics.median(totals_s) * ms, 3),
+    c = Components(method=method, runs=len(totals_s), median_ms=round(median(totals_s) * ms, 3),
                    run_key=run_key, total_ms=round(total_s * ms, 3), handshake_ms=round(hs * ms, 3),
                    loss_recovery_ms=round(loss * ms, 3), rest_ms=round((total_s - hs - loss) * ms, 3),
                    stalled_ms=round(stalled * ms, 3), resent_ms=round(resent * ms, 3), episodes=len(an.episodes),
@@ -252,8 +252,7 @@ def versus(point: str, a: Components, b: Components, rate_bps: float | None) -> 
 
 def median_index(totals: Sequence[float]) -> int:
     """The index of the median run (the lower of the two middle ones for an even count)."""
-    order = sorted(range(len(totals)), key=lambda i: totals[i])
-    return order[(len(order) - 1) // 2]
+    return middle(sorted(range(len(totals)), key=lambda i: totals[i]))
 
 
 def csv_rows(method: str, run_key: str, curve: Curve) -> list[list[str]]:

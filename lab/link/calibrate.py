@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -26,6 +25,7 @@ from lab import config, docker
 from lab.errors import EnvironmentProblem
 from lab.link import linkem, napi, router
 from lab.link.model import Link
+from lab.quantiles import quantiles
 
 ENV_CALIBRATE = "QUICLAB_CALIBRATE"  # "off": no base-path subtraction
 STATE_FILE = config.ROOT / "results" / "calibration.json"
@@ -140,12 +140,12 @@ def measure(path: Path, router_start: str | None = None, restore: bool = False) 
         raise Disturbed(f"{len(rtts)} of {PINGS} pings answered")
     if linkem.current() != unimpaired:
         raise Disturbed("another user of the lab changed the link during the measurement")
-    if rtts[int(0.25 * (len(rtts) - 1))] > MAX_BASE_RTT_S:
-        raise Disturbed(f"lower quartile {rtts[int(0.25 * (len(rtts) - 1))] * 1e3:.2f} ms, more than the lab's own "
-                        f"path can be ({MAX_BASE_RTT_S * 1e3:g} ms): a busy host")
-    q25 = rtts[int(0.25 * (len(rtts) - 1))]
-    bp = BasePath(path=path, rtt_median_s=statistics.median(rtts), rtt_min_s=rtts[0],
-                  rtt_p90_s=rtts[int(0.9 * (len(rtts) - 1))], samples=len(rtts), rtt_q25_s=q25,
+    q25, med, p90 = quantiles(rtts, (0.25, 0.5, 0.9))
+    if q25 > MAX_BASE_RTT_S:
+        raise Disturbed(f"lower quartile {q25 * 1e3:.2f} ms, more than the lab's own path can be "
+                        f"({MAX_BASE_RTT_S * 1e3:g} ms): a busy host")
+    bp = BasePath(path=path, rtt_median_s=med, rtt_min_s=rtts[0],
+                  rtt_p90_s=p90, samples=len(rtts), rtt_q25_s=q25,
                   down_s=q25 / 2, up_s=q25 / 2,
                   measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   router_start=router_start or identity(path))

@@ -12,10 +12,11 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
-import numpy as np
 from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import CollectorRegistry
+
+from lab.quantiles import quantiles as lab_quantiles
 
 Kind = Literal["counter", "gauge", "summary"]
 Labels = Mapping[str, str]
@@ -50,9 +51,9 @@ class Family:
 
     def add_summary(self, values: Sequence[float], labels: Labels | None = None,
                     quantiles: Sequence[float] = (0.25, 0.5, 0.75)) -> Family:
-        """A summary of the values: the given quantiles (numpy's linear interpolation), _sum and _count."""
+        """A summary of the values: the given quantiles (the lab's rule, lab/quantiles.py), _sum and _count."""
         base = dict(labels or {})
-        qs = np.quantile(np.asarray(values, dtype=float), quantiles) if len(values) else [math.nan] * len(quantiles)
+        qs = lab_quantiles(values, quantiles) if len(values) else [math.nan] * len(quantiles)
         for q, v in zip(quantiles, qs, strict=True):
             self.add(float(v), {**base, "quantile": number(q)})
         self.add(math.fsum(values), base, "_sum")

@@ -11,7 +11,6 @@ the sweep was explained (sweeps without captures), so their reports are unchange
 from __future__ import annotations
 
 import io
-import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pydantic import ValidationError
 
 from lab.explain import versus as vs
 from lab.explain.model import EXPLAIN_JSON, Explanation, Figure, Timeline
+from lab.quantiles import median, middle
 from lab.results.schema import RunRecord
 from lab.stats.stats import method_label
 
@@ -85,13 +85,13 @@ def collect(folder: Path, records: list[RunRecord]) -> list[Why]:
     out = []
     for (point, method), runs in sorted(groups.items()):
         runs.sort(key=lambda t: (t[0], t[1].run_key))
-        _, rec, path = runs[(len(runs) - 1) // 2]
+        _, rec, path = middle(runs)
         try:
             e = Explanation.model_validate_json(path.read_text())
         except (OSError, ValidationError, ValueError):
             continue  # an unreadable record: the table of `quiclab explain` says why; nothing invented here
         out.append(Why(point, rec.point_label, method, rec.run_key, str(path.relative_to(folder)), len(runs), e,
-                       statistics.median(t for t, _, _ in runs)))
+                       median(t for t, _, _ in runs)))
     return out
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from lab.endpoints import loads_bulk_as_page
+from lab.quantiles import median, quantile, quantiles
 from lab.report.summary import EN, NA, fmt_ci, fmt_est, fmt_level, md_table, sig3
 from lab.results import objects_csv as objects_file
 from lab.results.objects_csv import ObjectRow
@@ -45,7 +46,7 @@ def _rate(rs: Sequence[RunRecord], attr: str) -> str:
 
 def _median(values: Sequence[float | int | None]) -> str:
     xs = [float(v) for v in values if v is not None]
-    return sig3(float(np.median(xs))) if xs else NA
+    return sig3(median(xs)) if xs else NA
 
 
 def page_table(records: Sequence[RunRecord], objs: dict[str, list[ObjectRow]]) -> tuple[list[str], list[list[str]]]:
@@ -64,8 +65,8 @@ def page_table(records: Sequence[RunRecord], objs: dict[str, list[ObjectRow]]) -
         g = stats.get(key)
         rows.append([rs[0].point_label, method_label(protocol, client, server), f"{len(ok)}/{len(rs)}",
                      _fmt_dist(g.total_s if g else None),
-                     sig3(float(np.percentile(done, 50))) if done else NA,
-                     sig3(float(np.percentile(done, 95))) if done else NA,
+                     sig3(quantile(done, 0.5)) if done else NA,
+                     sig3(quantile(done, 0.95)) if done else NA,
                      _median([r.connections for r in ok]), _median([r.handshakes for r in ok]),
                      _rate(ok, "resumed"), _rate(ok, "early_data")])
     return cols, rows
@@ -113,8 +114,7 @@ def plot(records: Sequence[RunRecord], objs: dict[str, list[ObjectRow]], out: Pa
         xlabel = _X[key][0]
         x = {"loss": rs[0].loss_pct, "rtt": rs[0].rtt_s * 1000,
              "rate": (rs[0].rate_bps or 0) / 1e6}.get(key, float(rs[0].x))
-        t = np.asarray([r.page_time_s for r in ok], dtype=float)
-        q1, med, q3 = np.percentile(t, [25, 50, 75])
+        q1, med, q3 = quantiles([r.page_time_s for r in ok], (0.25, 0.5, 0.75))
         series.setdefault((workload, method_label(protocol, client, server)), []).append((x, med, q1, q3))
     if series:
         fig = Figure(figsize=(8, 5))

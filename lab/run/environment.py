@@ -8,7 +8,6 @@ import os
 import platform
 import re
 import socket
-import statistics
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,6 +18,7 @@ from lab.endpoints.registry import Registry, registry
 from lab.link import router, shaper
 from lab.link.model import Link
 from lab.protocols import Protocol
+from lab.quantiles import median
 
 
 def quic_cc(reg: Registry | None = None) -> dict[str, str]:
@@ -213,7 +213,7 @@ def self_check(link: Link, backend: str) -> dict[str, Any]:
         rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
         if rtts:
             result["rtt"] = {"configured_ms": round(link.rtt_s * 1000, 3),
-                             "measured_median_ms": round(statistics.median(rtts), 3), "samples": len(rtts)}
+                             "measured_median_ms": round(median(rtts), 3), "samples": len(rtts)}
     except docker.DockerError:
         result["rtt"] = {"error": "ping failed (loss on the link can make this fail)"}
     rate = link.downlink.effective_rate_bps

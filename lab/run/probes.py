@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
-
 from lab.adverse.run import Conditions
 from lab.endpoints.registry import Implementation
 from lab.errors import EnvironmentFailure, QuiclabError
@@ -38,6 +36,7 @@ from lab.link.model import Link
 from lab.models import TransferResult
 from lab.plan.plan import PlannedRun
 from lab.protocols import Protocol
+from lab.quantiles import median
 from lab.results import objects_csv as objects
 from lab.run import workload as workloads
 from lab.run.sender import Prepared, SenderControl
@@ -364,7 +363,7 @@ class WorkloadColumns(Probe):
         out: dict[str, Any] = {
             "workload": w.label(), "objects": len(result.objects_timed) or None, "page_time_s": result.page_time_s,
             "connections": result.connections, "handshakes": result.handshakes,
-            "object_p50_s": float(np.median(done)) if done and not w.sessions else None,
+            "object_p50_s": median(done) if done and not w.sessions else None,
             "wire_connections": workloads.wire_connections(ev, rc.run.server, workloads.client_ip(rc.run.client))}
         if w.sessions and so_far["status"] == "ok":
             out.update(workloads.prove_sessions(rc.run.client, result, ev))

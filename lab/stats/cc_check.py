@@ -30,6 +30,7 @@ from typing import Literal
 
 from lab import config
 from lab.endpoints.sender_cc import OBSERVED_SOURCES, claims_reno
+from lab.quantiles import median
 from lab.results.schema import RunRecord, read_runs
 from lab.stats.fmt import fmt_ci, fmt_est, fmt_level
 from lab.stats.models import mathis_goodput_bps
@@ -189,11 +190,11 @@ def checks(records: Sequence[RunRecord],
             rows.append((r, pred, o.goodput, ratio))
         ratios, goodput = describe([x[3] for x in rows]), describe([x[2] for x in rows])
         assert ratios is not None and goodput is not None  # (every group has a row)
-        mathis = _median([p.goodput_bps for _, p, _, _ in rows])
+        mathis = median([p.goodput_bps for _, p, _, _ in rows])
         rate = rs[0].rate_bps
         rate_limited = rate is not None and mathis > LOSS_LIMITED_BELOW * rate
         out.append(Check(rs[0].point_label, method_label(protocol, client, server), cc, rs[0].cc_sender_source,
-                         len(rows), _median([p.loss_p for _, p, _, _ in rows]) * 100, mathis, goodput.median,
+                         len(rows), median([p.loss_p for _, p, _, _ in rows]) * 100, mathis, goodput.median,
                          ratios.median, ratios.ci, rate_limited,
                          _verdict(cc, rate_limited, ratios.median, ratios.ci, thr), censored=ratios.n_censored,
                          run_ratios=tuple(o.value for _, _, _, o in rows if o.rank == 0 and o.value is not None)))
@@ -254,11 +255,6 @@ def note(threshold: Threshold | Literal["reference"] | None = "reference") -> st
             f"over the same runs (as in the medians table). {rule}. Points where the model exceeds "
             f"{LOSS_LIMITED_BELOW:g}x the link rate are rate-limited, not judged.")
 
-
-def _median(values: Sequence[float]) -> float:
-    s = sorted(values)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
 def _two(v: float) -> str:

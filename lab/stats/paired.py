@@ -32,8 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-import numpy as np
-
+from lab.quantiles import median
 from lab.stats.stats import Est, Obs, order_stat_ci_rank
 
 #: (repeat, link seed) of one result
@@ -135,11 +134,6 @@ def target_fraction(target: float) -> Fraction:
     return Fraction(target).limit_denominator(10**6)
 
 
-def _median(vals: list[float]) -> float:
-    with np.errstate(invalid="ignore"):
-        return float(np.median(np.asarray(vals, dtype=float)))
-
-
 def sign_interval(pairs: Sequence[tuple[Obs, Obs]], target: float) -> SignInterval:
     """B/A over the pairs (A, B): median of the per-pair ratios and its sign-based interval at the largest k whose
     exact level reaches `target` (else the range [min, max] with the level it has); see the module doc."""
@@ -148,7 +142,7 @@ def sign_interval(pairs: Sequence[tuple[Obs, Obs]], target: float) -> SignInterv
     n_cens = sum(1 for a, b in pairs if a.rank != 0 or b.rank != 0)
     lows = sorted((e[0] for e in ends), key=lambda e: e.value)
     highs = sorted((e[1] for e in ends), key=lambda e: e.value)
-    m_lo, m_hi = _median([e.value for e in lows]), _median([e.value for e in highs])
+    m_lo, m_hi = (median([e.value for e in lows]), median([e.value for e in highs])) if n else (math.nan, math.nan)
     if n == 0:
         est = Est(None, "?")
     elif m_lo == m_hi:

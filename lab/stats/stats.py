@@ -14,7 +14,8 @@ Definitions (docs/results.md "How to read the statistics" states them for reader
 - Runs without either (runs.csv written before `timeout_s` existed) are censored at the largest completed
   transfer time of their group (every completed run of a group finished within the group's one timeout, so the
   bound holds); with no completed run in the group the bound is unknown (Est.value None).
-- Median and quartiles interpolate linearly between order statistics (numpy's default percentile rule).
+- Median and quartiles interpolate linearly between order statistics (numpy's default percentile rule; the lab's
+  one rule, lab/quantiles.py).
 - CI of the median: the distribution-free order-statistic interval [x(k), x(n-k+1)] with the largest k (the
   narrowest symmetric pair) whose exact coverage 1 - 2*P(Binom(n, 1/2) <= k-1) is at least 95 %. For n < 6 no
   pair reaches 95 %: the CI is the range [x(1), x(n)] at the level it has (50 % at n=2 ... 93.75 % at n=5).
@@ -36,6 +37,7 @@ from typing import Literal
 
 import numpy as np
 
+from lab.quantiles import lerp, position
 from lab.results.folder import is_result
 from lab.results.schema import RunRecord
 
@@ -217,25 +219,20 @@ def _est(o: Obs) -> Est:
     return Est(o.value, "" if o.rank == 0 else ">" if o.rank > 0 else "<")
 
 
-def _lerp(a: float, b: float, w: float) -> float:
-    return a + (b - a) * w if w < 0.5 else b - (b - a) * (1 - w)  # numpy's form
-
-
 def quantile(obs: Sequence[Obs], p: float) -> Est:
-    """Linear-interpolation quantile (numpy's default) of observations sorted by _sort_key (worst rank)."""
-    h = (len(obs) - 1) * p
-    j = math.floor(h)
-    w = h - j
+    """The lab's quantile rule (lab/quantiles.py: linear interpolation, numpy's default) over observations sorted by
+    _sort_key (worst rank)."""
+    j, w = position(len(obs), p)
     a = obs[j]
     if w == 0 or j + 1 >= len(obs):
         return _est(a)
     b = obs[j + 1]
     if a.rank == 0 and b.rank == 0:
-        return Est(_lerp(a.value, b.value, w)) if a.value is not None and b.value is not None else Est(None, "?")
+        return Est(lerp(a.value, b.value, w)) if a.value is not None and b.value is not None else Est(None, "?")
     if a.rank < 0 < b.rank:
         return Est(None, "?")
     bound: Bound = ">" if b.rank > 0 else "<"  # (exact, high), (high, high): above; (low, *): below
-    value = _lerp(a.value, b.value, w) if a.value is not None and b.value is not None else None
+    value = lerp(a.value, b.value, w) if a.value is not None and b.value is not None else None
     return Est(value, bound)
 
 

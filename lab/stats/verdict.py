@@ -68,6 +68,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field
 
 from lab.errors import UsageError
+from lab.quantiles import position
 from lab.results.schema import RunRecord
 from lab.stats.fmt import fmt_est, sig3
 from lab.stats.paired import Key as PairKey
@@ -392,9 +393,7 @@ def _as_obs_est(o: Obs) -> Est:
 def _pair_quantile(sorted_ranks: np.ndarray, sorted_vals: np.ndarray, p: float) -> Est:
     """stats.quantile (numpy's linear rule) over an already sorted list of log ratios, as a ratio; "?" when it
     involves an indeterminate pair."""
-    h = (len(sorted_vals) - 1) * p
-    j = math.floor(h)
-    w = h - j
+    j, w = position(len(sorted_vals), p)
     used = [j, j + 1] if w else [j]
     if any(abs(int(sorted_ranks[i])) == 2 for i in used):
         return Est(None, "?")

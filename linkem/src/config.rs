@@ -43,6 +43,8 @@ impl ConfigError {
 
 /// The whole emulator configuration.
 #[derive(Serialize, Clone, Debug, PartialEq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(default, deny_unknown_fields))]
 pub struct Config {
     pub seed: u64,
     /// `false` (default): applying this configuration restarts every random
@@ -85,6 +87,8 @@ impl Config {
 
 /// Parameters of one direction of the link.
 #[derive(Serialize, Clone, Debug, PartialEq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(default, deny_unknown_fields))]
 pub struct DirectionConfig {
     pub rate_bps: Option<u64>,
     pub delay_us: u64,

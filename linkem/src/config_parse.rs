@@ -6,8 +6,8 @@ use crate::config::{Config, ConfigError, DirectionConfig};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-const TOP_FIELDS: &[&str] = &["seed", "keep_state", "downlink", "uplink"];
-const DIR_FIELDS: &[&str] = &[
+pub(crate) const TOP_FIELDS: &[&str] = &["seed", "keep_state", "downlink", "uplink"];
+pub(crate) const DIR_FIELDS: &[&str] = &[
     "rate_bps",
     "delay_us",
     "path_delay_us",

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// Jitter distribution (netem's names).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum JitterDist {
     #[default]
@@ -16,6 +17,7 @@ pub enum JitterDist {
 
 /// Loss model.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(tag = "model", rename_all = "snake_case", deny_unknown_fields)]
 pub enum LossConfig {
     #[default]
@@ -61,6 +63,7 @@ impl LossConfig {
 
 /// Periodic link outages.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct OutageConfig {
     pub period_ms: u64,
@@ -71,6 +74,7 @@ pub struct OutageConfig {
 
 /// Piecewise-constant rate, looping every `period_ms`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RateSchedule {
     pub period_ms: u64,
@@ -83,6 +87,7 @@ pub struct RateSchedule {
 /// most `packets` packets and (overshooting by at most one packet) `bytes`
 /// bytes.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SlotConfig {
     pub delay_us: u64,
@@ -144,6 +149,7 @@ fn pie_max_burst() -> u64 {
 /// The queue discipline in front of the link (its limits are the
 /// direction's `queue_limit_packets` / `queue_limit_bytes`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum QdiscConfig {
     /// FIFO; an arriving packet that does not fit is dropped.

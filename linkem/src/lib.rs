@@ -9,6 +9,8 @@
 pub mod cidr;
 pub mod config;
 pub mod config_parse;
+#[cfg(test)]
+mod config_schema;
 pub mod config_types;
 pub mod delay;
 pub mod ecn;

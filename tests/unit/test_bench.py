@@ -5,7 +5,6 @@ from lab.bench.link import (
     LINKEM,
     THREADED,
     CapacityPair,
-    percentile,
     rotation,
     summarize_capacity,
     summarize_threaded,
@@ -28,14 +27,6 @@ def test_all_disturbed_uses_every_pair():
 
 def test_ratio_of_a_failed_kernel_run_is_zero():
     assert CapacityPair(0.0, 1.0, steal_pct=0).ratio == 0.0
-
-
-def test_delay_percentiles_are_measured_samples():
-    xs = [0.4, 0.1, 0.3, 0.2, 5.0]
-    assert percentile(xs, 0.5) == 0.3
-    assert percentile(xs, 0.99) == 5.0  # nearest rank: the worst sample, not an interpolation toward it
-    assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 3.0  # rank 1.5 rounds half to even: index 2
-    assert percentile([7.0], 0.99) == 7.0
 
 
 def test_rounds_rotate_so_each_path_takes_each_place_once():
