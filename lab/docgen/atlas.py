@@ -29,6 +29,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lab import config
+from lab.docgen.seed_verdict import Outcome, judge_arm
 from lab.errors import UsageError
 from lab.report.report import load_sweep
 from lab.results.schema import RunRecord
@@ -274,7 +275,7 @@ def ratio_cell(c: LabCell) -> str:
 UNPAIRED_WORDS = {"equivalent": "parity", "differs": "a difference", "inconclusive": "no verdict"}
 
 
-def _s(v: Est | None) -> str:
+def seconds(v: Est | None) -> str:
     return f"{fmt_est(v)} s" if v is not None else "-"
 
 
@@ -337,6 +338,24 @@ class Renderer:
             return LabCell(missing=f"arm {arm.id} has no point {point}")
         return compare_methods(fq.records, ft.records, arm.lab_point(point), arm.quic, arm.tcp)
 
+    def folders(self, arm: Arm) -> tuple[str, ...]:
+        """The arm's folders (QUIC side first), relative to the repository."""
+        return tuple(dict.fromkeys(_rel(self.reference / arm.preset_of(s)) for s in (arm.quic, arm.tcp)))
+
+    def cells(self, exp: Experiment, arm: Arm) -> list[tuple[SeedPoint, LabCell, Outcome]]:
+        """The arm's seed points with data: the point, the lab's cell and its outcome for the verdict rule."""
+        out = []
+        for p in exp.points:
+            if not arm.applies(p.point):
+                continue
+            c = self.cell(arm, p.point)
+            if c.missing:
+                continue
+            seed = p.seed_direction()
+            out.append((p, c, Outcome(same_direction(seed, c.direction), c.censored_quic + c.censored_tcp > 0,
+                                      self.folders(arm), comparable=seed != "no verdict")))
+        return out
+
     def fill(self, text: str, exp: Experiment) -> str:
         """Replace {ratio|quic|tcp|n|verdict:ARM:POINT} with the number from the data."""
         arms = {a.id: a for a in exp.arms}
@@ -351,9 +370,9 @@ class Renderer:
             if kind == "ratio":
                 return f"{c.ratio} [{fmt_ci(c.ci)}, {fmt_level(c.ci)}]" if c.ci else c.ratio
             if kind == "quic":
-                return _s(c.quic_median)
+                return seconds(c.quic_median)
             if kind == "tcp":
-                return _s(c.tcp_median)
+                return seconds(c.tcp_median)
             if kind in ("quic_mbps", "tcp_mbps"):
                 v = c.quic_goodput if kind == "quic_mbps" else c.tcp_goodput
                 return f"{fmt_est(v, 1e-6)} Mbit/s" if v is not None else "-"
@@ -412,7 +431,7 @@ class Renderer:
                     out.append("| " + " | ".join([*head, arm.id, gap, "", "", ""]) + " |")
                     continue
                 lab_ratio = ratio_cell(c)
-                medians = f"{_s(c.quic_median)} / {_s(c.tcp_median)} ({n_text(c)})"
+                medians = f"{seconds(c.quic_median)} / {seconds(c.tcp_median)} ({n_text(c)})"
                 if medians_disagree(c):
                     medians += " (medians point the other way: see below the table)"
                     flagged = True
@@ -433,30 +452,33 @@ class Renderer:
                "Per experiment and arm: the seed's points where the lab has data, and at how many of them the lab's "
                "verdict goes the seed's way (same direction), the opposite way (both see a direction, opposite), "
                "finds parity where the seed saw a direction, finds a direction where the seed saw parity, or gives "
-               "no verdict.", "",
-               "| seed | experiment | arm | points with data | same direction | opposite | lab parity, seed a "
-               "direction | lab a direction, seed parity | no verdict |",
-               "|---|---|---|---|---|---|---|---|---|"]
+               "no verdict; in brackets how many of the points' verdicts are paired (same repeats and link seeds on "
+               "both sides); and the arm's verdict by the rule under \"What the atlas found\".", "",
+               "| seed | experiment | arm | points with data (paired) | same direction | opposite | lab parity, seed a "
+               "direction | lab a direction, seed parity | no verdict | arm's verdict |",
+               "|---|---|---|---|---|---|---|---|---|---|"]
         for seed in atlas.seeds:
             for exp in seed.experiments:
                 for arm in exp.arms:
                     pts = [p for p in exp.points if arm.applies(p.point)]
-                    cells = [(p, self.cell(arm, p.point)) for p in pts]
-                    have = [(p, c) for p, c in cells if not c.missing]
+                    have = self.cells(exp, arm)
                     if not have:
-                        out.append(f"| {seed.id} | {exp.id} | {arm.id} | 0 of {len(pts)} (not run yet) | | | | | |")
+                        out.append(f"| {seed.id} | {exp.id} | {arm.id} | 0 of {len(pts)} (not run yet) "
+                                   "| | | | | | |")
                         continue
-                    verdicts = [same_direction(p.seed_direction(), c.direction) for p, c in have]
-                    out.append(f"| {seed.id} | {exp.id} | {arm.id} | {len(have)} of {len(pts)} | "
+                    verdicts = [o.agreement for _, _, o in have]
+                    paired = sum(1 for _, c, _ in have if c.design == "paired")
+                    out.append(f"| {seed.id} | {exp.id} | {arm.id} | {len(have)} of {len(pts)} ({paired}) | "
                                f"{verdicts.count('yes')} | {verdicts.count('no (opposite)')} | "
                                f"{verdicts.count('no (lab parity)')} | {verdicts.count('no (seed parity)')} | "
-                               f"{verdicts.count('-')} |")
+                               f"{verdicts.count('-')} | {judge_arm([o for _, _, o in have]).verdict} |")
         return [*out, ""]
 
-    def document(self, atlas: Atlas) -> str:
+    def document(self, atlas: Atlas, found: Sequence[str] = ()) -> str:
+        """The whole atlas; `found` (what the atlas found, lab/docgen/atlas_found.py) follows the overview."""
         out = ["# The seed atlas", "",
                "<!-- generated by `quiclab docs` from docs/seeds.toml and results/reference/: do not edit -->", "",
-               atlas.intro.strip(), "", *self.overview(atlas)]
+               atlas.intro.strip(), "", *self.overview(atlas), *found]
         for seed in atlas.seeds:
             out += [f"## {seed.id}: {seed.title}", "", f"`../shared/seeds/{seed.file}`. {seed.summary.strip()}", ""]
             for exp in seed.experiments:
@@ -464,7 +486,3 @@ class Renderer:
             if seed.not_here:
                 out += ["Not run here:", ""] + [f"- {t}" for t in seed.not_here] + [""]
         return "\n".join(out).rstrip() + "\n"
-
-
-def generate(atlas_path: Path = SEEDS_TOML, reference: Path = REFERENCE) -> str:
-    return Renderer(reference).document(load_atlas(atlas_path))

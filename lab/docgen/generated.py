@@ -1,6 +1,6 @@
 """The documents generated from committed data (`quiclab docs`): each target path and its text as the data says now.
 
-- docs/seeds.md: the whole file (lab/docgen/atlas.py, from docs/seeds.toml and results/reference/);
+- docs/seeds.md: the whole file (lab/docgen/atlas.py and atlas_found.py, from docs/seeds.toml and results/reference/);
 - README.md and docs/results.md: the blocks between `<!-- generated: NAME -->` and `<!-- end generated: NAME -->`
   (lab/docgen/blocks.py), the rest of those files written by hand;
 - docs/architecture.md: its layers diagram (block `layers`, lab/docgen/architecture.py, from lab/layers.py);
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lab import config
-from lab.docgen import architecture, atlas, blocks
+from lab.docgen import architecture, atlas_found, blocks
 from lab.errors import UsageError
 from lab.explain import example
 from lab.report.report import load_sweep, summary_text
@@ -40,7 +40,7 @@ def fill_blocks(text: str, render: Callable[[str], str], path: Path) -> str:
 def outputs(root: Path = config.ROOT) -> dict[Path, str]:
     """Every generated file's path and its current text."""
     reference = root / "results" / "reference"
-    out = {root / "docs" / "seeds.md": atlas.generate(root / "docs" / "seeds.toml", reference)}
+    out = {root / "docs" / "seeds.md": atlas_found.generate(root / "docs" / "seeds.toml", reference)}
     for rel in ("README.md", "docs/results.md"):
         path = root / rel
         out[path] = fill_blocks(path.read_text(encoding="utf-8"), lambda name: blocks.render(name, reference), path)
