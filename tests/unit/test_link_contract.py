@@ -14,7 +14,6 @@ import pytest
 from jsonschema import Draft202012Validator, validators
 
 from lab.adverse.faults import faulty_link
-from lab.adverse.spec import LINK_FAULTS, parse_faults
 from lab.link import linkem
 from lab.link.model import Direction, Link
 from lab.link.spec import parse_link
@@ -54,8 +53,8 @@ def preset_links() -> list[tuple[str, Link]]:
     for name in presets.names():
         for p in points(presets.get(name)):
             out.append((f"{name} {p.label}", p.link))
-            for fault in parse_faults(p.settings.get("faults", "")):
-                if fault.kind in LINK_FAULTS:
+            for fault in p.settings.faults:
+                if fault.family == "link":
                     out.append((f"{name} {p.label} {fault.text}", faulty_link(fault, p.link)))
     return out
 
