@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from lab.calibrate.measurements import Flow, Measurements
 from lab.calibrate.trace import from_rates
 from lab.errors import UsageError
+from lab.quantiles import median
 
 STARTUP_S = 2.0
 TRACE_CV = 0.25
@@ -85,7 +86,7 @@ def steady(flow: Flow) -> list[tuple[float, float, float]]:
 
 def flow_rate(flow: Flow) -> float:
     """The link rate a flow shows: the median of its delivery rate after start-up, in IP bytes (WIRE_FACTOR)."""
-    return statistics.median(r for _, _, r in steady(flow)) * WIRE_FACTOR if flow.rate else 0.0
+    return median(r for _, _, r in steady(flow)) * WIRE_FACTOR if flow.rate else 0.0
 
 
 def variation(flow: Flow) -> float:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,6 +10,7 @@ import typer
 
 from lab import terminal
 from lab.errors import UsageError
+from lab.quantiles import median
 
 if TYPE_CHECKING:
     from lab.calibrate.measurements import Flow
@@ -21,7 +21,7 @@ def _mbit(f: Flow) -> str:
 
 
 def _rtt(f: Flow) -> str:
-    return f"{statistics.median(r for _, r in f.rtt) * 1000:.1f}" if f.rtt else "-"
+    return f"{median(r for _, r in f.rtt) * 1000:.1f}" if f.rtt else "-"
 
 
 def register(app: typer.Typer) -> None:
