@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import math
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,17 +82,21 @@ def recompute(exp: dict[str, Any], arm: dict[str, Any]) -> tuple[list[str], dict
     return agreements, lab
 
 
-def test_the_arm_verdicts_of_the_connectify_arms_are_recomputed_from_their_runs() -> None:
+def completed_arms() -> Iterator[tuple[str, str, dict[str, Any], dict[str, Any], tuple[list[str], Any]]]:
+    """(experiment id, arm id, experiment, arm, recomputed) for each connectify arm whose runs all completed."""
     atlas = tomllib.loads(TOML.read_text(encoding="utf-8"))
     exps = {e["id"]: e for s in atlas["seeds"] for e in s.get("experiments", [])}
-    checked = 0
     for exp_id, arm_id in ARMS:
         exp = exps[exp_id]
         arm = next(a for a in exp["arms"] if a["id"] == arm_id)
         got = recompute(exp, arm)
-        if got is None:
-            continue
-        agreements, _ = got
+        if got is not None:
+            yield exp_id, arm_id, exp, arm, got
+
+
+def test_the_arm_verdicts_of_the_connectify_arms_are_recomputed_from_their_runs() -> None:
+    checked = 0
+    for exp_id, arm_id, exp, _, (agreements, _) in completed_arms():
         yes = agreements.count("yes")
         verdict = "reproduced" if 3 * yes >= 2 * len(agreements) else "partly" if yes else "not"
         row = glance_row(exp_id, arm_id)
@@ -106,17 +111,9 @@ def test_the_arm_verdicts_of_the_connectify_arms_are_recomputed_from_their_runs(
 def test_the_opposite_findings_are_the_recomputed_opposite_points() -> None:
     """Every connectify point of a fully completed arm where the lab decides the direction opposite to the seed's
     is listed under the lab's own findings with its folder, and no other connectify point of that arm is."""
-    atlas = tomllib.loads(TOML.read_text(encoding="utf-8"))
-    exps = {e["id"]: e for s in atlas["seeds"] for e in s.get("experiments", [])}
     text = SEEDS.read_text(encoding="utf-8")
     found = text[text.index("## The lab's own findings"):text.index("## 000")]
-    for exp_id, arm_id in ARMS:
-        exp = exps[exp_id]
-        arm = next(a for a in exp["arms"] if a["id"] == arm_id)
-        got = recompute(exp, arm)
-        if got is None:
-            continue
-        agreements, lab = got
+    for exp_id, arm_id, exp, arm, (agreements, lab) in completed_arms():
         for p, a in zip(exp["points"], agreements, strict=True):
             listed = [line for line in found.splitlines() if f"{exp_id}, arm {arm_id} " in line
                       and f"| {p['point']} |" in line and f"`results/reference/{arm['preset']}/`" in line]
