@@ -20,6 +20,9 @@ from lab.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
+#: Recorded mahimahi trace pairs (NAME.down, NAME.up) a link's `traces = "NAME"` names: ../shared/traces beside the
+#: clone, as the seed files are (../shared/seeds).
+TRACES_DIR = ROOT.parent / "shared" / "traces"
 
 #: Environment variables quiclab reads (shown in --help). Each may also be set in .env (which docker compose reads
 #: too); the environment wins. Every value is checked before the lab is touched (`check_all`).

@@ -7,6 +7,7 @@ through `docker exec router curl`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import urllib.error
 import urllib.request
@@ -110,6 +111,18 @@ def to_json(link: Link, path_delay_s: tuple[float, float] = (0.0, 0.0)) -> dict[
                                                        path_delay_s[0]))
     doc["uplink"] = _without_defaults(direction_json(link.uplink, link.queue_limit_bytes(link.uplink),
                                                      path_delay_s[1]))
+    return doc
+
+
+def record_json(link: Link) -> dict[str, Any]:
+    """to_json as a run's record keeps it (runs.csv `link`): a trace's entries (up to millions) as their count,
+    period and SHA-256 (of the entries as mahimahi writes them, one per line), the rest as it is."""
+    doc = to_json(link)
+    for name, d in (("downlink", link.downlink), ("uplink", link.uplink)):
+        if d.trace_ms:
+            text = "".join(f"{t}\n" for t in d.trace_ms).encode()
+            doc[name]["trace_ms"] = {"entries": len(d.trace_ms), "period_ms": d.trace_ms[-1],
+                                     "sha256": hashlib.sha256(text).hexdigest()}
     return doc
 
 

@@ -12,6 +12,9 @@ Keys (each applies to both directions unless given in a `down`/`up` override):
   outage   "every:down[:offset]", e.g. 10s:200ms: link down for 200 ms every 10 s
   spikes   "every:duration:percent", e.g. 5s:200ms:10%: rate drops to 10 % for 200 ms every 5 s
   trace    a mahimahi packet-delivery trace file (one ms timestamp per 1500-byte opportunity)
+  traces   a recorded pair of traces, both directions (whole link only): NAME of a pair in ../shared/traces beside
+           the clone (NAME.down for the downlink, NAME.up for the uplink: mahimahi's naming), or a path stem with a
+           "/" (./cell for cell.down and cell.up); e.g. traces = "TMobile-LTE-short"
   seed     random seed for loss and jitter (whole link only)
   keep_state  yes: applying the link continues the random streams in force (whole link only; linkem)
 and the stage settings of lab/link/spec_stages.py (qdisc, duplicate, corrupt, reorder_prob, slot, ...).
@@ -25,6 +28,7 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
+from lab import config
 from lab.errors import UsageError, validation_line
 from lab.link.model import Bernoulli, Direction, GilbertElliott, JitterDist, Link, NoLoss, Outage, RateSchedule
 from lab.link.spec_stages import STAGE_KEYS, parse_stages
@@ -33,7 +37,8 @@ from lab.sizes import parse_size
 
 DIRECTION_KEYS = ("rate", "delay", "jitter", "dist", "reorder", "loss", "ge", "queue", "outage", "spikes", "trace",
                   *STAGE_KEYS)
-LINK_KEYS = ("rtt", "seed", "keep_state", *DIRECTION_KEYS)
+LINK_KEYS = ("rtt", "traces", "seed", "keep_state", *DIRECTION_KEYS)
+_WHOLE_LINK_ONLY = ("rtt", "traces", "seed", "keep_state")
 _TRUE = {"yes", "true", "on", "1"}
 _FALSE = {"no", "false", "off", "0"}
 
@@ -44,7 +49,12 @@ def parse_link(common: Spec, down: Spec | None = None, up: Spec | None = None) -
     _check_keys(common, LINK_KEYS, "link")
     _check_keys(down or {}, DIRECTION_KEYS, "downlink")
     _check_keys(up or {}, DIRECTION_KEYS, "uplink")
-    base = {k: v for k, v in common.items() if k not in ("rtt", "seed", "keep_state")}
+    base = {k: v for k, v in common.items() if k not in _WHOLE_LINK_ONLY}
+    down, up = dict(down or {}), dict(up or {})
+    if "traces" in common:
+        if "trace" in base or "trace" in down or "trace" in up:
+            raise UsageError("give either traces (a pair: both directions) or trace, not both")
+        down["trace"], up["trace"] = (str(p) for p in trace_pair(str(common["traces"])))
     if "rtt" in common:
         if "delay" in common:
             raise UsageError("give either rtt or delay, not both (rtt sets delay = rtt/2 in each direction)")
@@ -54,8 +64,8 @@ def parse_link(common: Spec, down: Spec | None = None, up: Spec | None = None) -
     keep_state = keep if isinstance(keep, bool) else _bool(str(keep), "keep_state")
     try:
         return Link(
-            downlink=_direction({**base, **(down or {})}, "downlink"),
-            uplink=_direction({**base, **(up or {})}, "uplink"),
+            downlink=_direction({**base, **down}, "downlink"),
+            uplink=_direction({**base, **up}, "uplink"),
             seed=seed,
             keep_state=keep_state,
         )
@@ -210,6 +220,26 @@ def _spikes(v: str, rate: int | None, name: str) -> RateSchedule:
     if not 0 < dur < every:
         raise UsageError(f"invalid {name} spikes {v!r}: the duration must be > 0 and shorter than the period")
     return RateSchedule(period_s=every, steps=[(0.0, rate), (round(every - dur, 6), round(rate * frac))])
+
+
+def trace_pair(value: str) -> tuple[Path, Path]:
+    """`traces`: the (downlink, uplink) trace files of a recorded pair: NAME in config.TRACES_DIR, or a path stem
+    (a value with a "/"). A name not recorded there is an error naming the pairs that are."""
+    if "/" in value:
+        stem = Path(value)
+    else:
+        stem = config.TRACES_DIR / value
+        if value not in recorded_pairs():
+            raise UsageError(f"unknown trace pair {value!r}: allowed are {', '.join(recorded_pairs()) or '(none)'} "
+                             f"(recorded in {config.TRACES_DIR}), or a path stem with a '/', e.g. ./cell for "
+                             "cell.down and cell.up")
+    return stem.with_name(f"{stem.name}.down"), stem.with_name(f"{stem.name}.up")
+
+
+def recorded_pairs() -> list[str]:
+    """The NAMEs of config.TRACES_DIR that have both NAME.down and NAME.up."""
+    d = config.TRACES_DIR
+    return sorted(p.stem for p in d.glob("*.down") if p.with_suffix(".up").is_file()) if d.is_dir() else []
 
 
 def read_trace(path: Path) -> list[int]:

@@ -29,6 +29,7 @@ from lab.report.summary import (
     stats_table,
 )
 from lab.report.svg import svg_element
+from lab.report.traced import plot_stem, trace_points
 from lab.report.until_report import TITLE as UNTIL_TITLE
 from lab.report.until_report import until_section
 from lab.results.folder import as_doc
@@ -162,6 +163,8 @@ def report_html(records: Sequence[RunRecord], manifest: ManifestLike, plot_dir: 
         "<h2>Plots</h2>",
         f'<div class="plot">{inline_svg(plot_dir / "goodput.svg")}</div>',
         f'<div class="plot">{inline_svg(plot_dir / "time.svg")}</div>',
+        *(f'<div class="plot">{inline_svg(f)}</div>' for p in trace_points(records)
+          if (f := plot_dir / f"{plot_stem(p)}.svg").is_file()),
         "<h2>Transfer time and goodput per method</h2>", f'<p class="note">{escape(CI_NOTE)}</p>',
         html_table(stats_table(stats.groups)) if records else "<p>No runs.</p>",
         f'<p class="warn">{escape(drops)}</p>' if (drops := receiver_drops_note(records)) else "",

@@ -210,7 +210,7 @@ def _figure(groups: Sequence[GroupStats], manifest: dict[str, Any], metric: str,
     return fig
 
 
-def _save(fig: Figure, path: Path, fmt: str, salt: str) -> None:
+def save_figure(fig: Figure, path: Path, fmt: str, salt: str) -> None:
     """The figure rendered in memory, then written with the folder's one atomic writer."""
     buf = io.BytesIO()
     with matplotlib.rc_context({"svg.hashsalt": salt, "svg.fonttype": "path"}):
@@ -232,6 +232,6 @@ def make_plots(records: Sequence[RunRecord], manifest: Manifest | Mapping[str, A
         fig = _figure(groups, manifest, metric, title)
         for fmt in FORMATS:
             path = out_dir / f"{metric}.{fmt}"
-            _save(fig, path, fmt, salt=metric)
+            save_figure(fig, path, fmt, salt=metric)
             written.append(path)
     return written

@@ -19,6 +19,7 @@ from lab.report.summary import (
     pair_cells,
     summary_markdown,
 )
+from lab.report.traced import summary_line
 from lab.results.folder import RUNS, Manifest, read_manifest, write_atomic
 from lab.results.schema import RunRecord, read_runs
 from lab.stats.stats import (
@@ -59,6 +60,8 @@ def summary_text(records: list[RunRecord], manifest: Manifest | Mapping[str, Any
     """summary.md's text; `workloads`: the sweep has a workloads report (workloads.md) to point to; `stats`: the
     records' statistics when already computed (sweep_stats)."""
     text = summary_markdown(records, manifest, stats)
+    if traces := summary_line(records):
+        text = text.rstrip("\n") + "\n\n" + traces
     if workloads:
         text = (text.rstrip("\n") + "\n\nWorkloads (page times, per-object completion, connections, resumption, "
                 "0-RTT): [workloads.md](workloads.md)\n")
@@ -82,11 +85,13 @@ def build(folder: Path) -> Built:
     doc = manifest.doc()
     stats = sweep_stats(records)
     from lab.report.plots import make_plots  # matplotlib takes ~2 s to import: only when a report is built
+    from lab.report.trace_plots import make_trace_plots
     from lab.report.workload_report import build as build_workloads  # page tables and plots (lab/workloads)
 
     summary = folder / SUMMARY
     write_atomic(summary, summary_text(records, doc, workloads=False, stats=stats))
     plots = make_plots(records, doc, folder / PLOTS, stats.groups)
+    plots += make_trace_plots(records, doc, folder / PLOTS)  # (only for points over a trace)
     extra = build_workloads(folder, records)
     if extra:
         write_atomic(summary, summary_text(records, doc, workloads=True, stats=stats))

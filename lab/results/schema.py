@@ -106,6 +106,9 @@ class RunRecord:
     cpu_steal: float | None = None   # share stolen by the hypervisor
     link_host_drops: int | None = None  # packets the emulator dropped because the host could not keep up
     host_bound: str = ""             # why the host was the bottleneck (empty: it was not): flagged, see docs
+    # the bytes the server delivered per time bin since the link was applied, from the client-side pcap (JSON:
+    # bin_s, bytes per bin; lab/evidence/delivered.py); empty without a pcap
+    delivered: str = ""
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRecord))

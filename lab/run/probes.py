@@ -30,7 +30,7 @@ from lab.adverse.run import Conditions
 from lab.endpoints.registry import Implementation
 from lab.errors import EnvironmentFailure, QuiclabError
 from lab.evidence import capture, sender_socket, sender_view
-from lab.evidence.goodput import pcap_goodput
+from lab.evidence.goodput import pcap_figures
 from lab.link import counters, linkem, router
 from lab.link.model import Link
 from lab.models import TransferResult
@@ -63,6 +63,7 @@ class RunContext:
     workload: Workload
     backend: str                       # the shaper in force: linkem | netem
     applied: Link                      # the link as set for the run
+    applied_unix: float | None         # when it was (unix s; a trace starts then); None: the link was in force
     started_at: str
     folder: Path | None                # the sweep folder (None: `quiclab run` and tests)
     cc_claim: str                      # the server's congestion control as the sweep's start recorded it
@@ -307,15 +308,18 @@ class SenderSocket(Probe):
 # --- from the run's captures ----------------------------------------------------------------------------------------
 
 class PcapGoodput(Probe):
-    """The quic-interop-runner's goodput from the client-side capture (one object on one connection only)."""
+    """From the client-side capture (one object on one connection only): the quic-interop-runner's goodput, and the
+    bytes delivered over time since the link was applied (lab/evidence/delivered.py)."""
 
-    COLUMNS: ClassVar[tuple[str, ...]] = ("pcap_goodput_bps",)
+    COLUMNS: ClassVar[tuple[str, ...]] = ("pcap_goodput_bps", "delivered")
 
     def columns(self, rc: RunContext, so_far: Mapping[str, Any]) -> dict[str, Any]:
         assert rc.ev is not None and rc.result is not None
         if not rc.result.ok or isinstance(rc.result, WorkloadRun):
             return {}
-        return {"pcap_goodput_bps": pcap_goodput(rc.ev, rc.run.server, rc.protocol, rc.run.point.size, rc.port)}
+        goodput, series = pcap_figures(rc.ev, rc.run.server, rc.protocol, rc.run.point.size, rc.port,
+                                       rc.applied_unix)
+        return {"pcap_goodput_bps": goodput, "delivered": series.to_json() if series else ""}
 
 
 @dataclass

@@ -82,7 +82,7 @@ def identity(run: PlannedRun, ctx: Context, backend: str, link: Link | None, sta
         repeat=run.repeat, order=run.order, seed=run.seed, shaper=backend,
         rate_bps=link.downlink.effective_rate_bps if known else None, rtt_s=link.rtt_s if known else None,
         loss_pct=link.downlink.loss.mean * 100 if known else None, jitter_s=link.downlink.jitter_s if known else None,
-        link=json.dumps(linkem.to_json(link), separators=(",", ":")) if known else "",
+        link=json.dumps(linkem.record_json(link), separators=(",", ":")) if known else "",
         size_bytes=run.point.size, cc_client=ctx.cc_of(run.client, run.protocol),
         cc_server=ctx.cc_of(run.server, run.protocol), started_at=started, timeout_s=ctx.timeout_for(run),
         workload=workloads.workload_of(run.point).label(), lab_instance=config.INSTANCE.number)
@@ -145,14 +145,16 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
         sender = ctx.sender.prepare(server, plan, instance=not (server.qlog and "qlog" in ctx.capture))
         if sender.unsupported:
             return RunRecord(**identity(run, ctx, ctx.shaper, planned, started), **not_run(sender.unsupported))
+        applied_unix: float | None = None
         if ctx.link_in_force:
             backend, in_force = shaper.in_force()
             applied = in_force if isinstance(in_force, Link) else None
         else:
             choice, applied = shaper.apply(link, ctx.shaper)
+            applied_unix = time.time()  # (linkem answers once applied: its trace started just before this)
             backend = choice.backend
         rc = RunContext(run=run, server=server, workload=workloads.workload_of(run.point), backend=backend,
-                        applied=applied or link, started_at=started, folder=ctx.folder,
+                        applied=applied or link, applied_unix=applied_unix, started_at=started, folder=ctx.folder,
                         cc_claim=ctx.cc_of(run.server, run.protocol), senders=ctx.sender, sender=sender,
                         other_traffic=ctx.other_traffic, state=ctx.probe_state)
         result, columns = _run_with_probes(rc, ctx)
