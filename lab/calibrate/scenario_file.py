@@ -34,37 +34,57 @@ def scenario_name(out: Path) -> str:
     return name[:80]
 
 
-def render(e: Estimate, name: str, source: str, traces: dict[str, Path]) -> str:
-    lines = [f"# The first estimates of `quiclab calibrate {source}` (not yet searched in the lab: docs/calibrate.md).",
+def render(e: Estimate, name: str, source: str, traces: dict[str, Path], searched: str = "") -> str:
+    """The scenario file's text; `searched`: what the lab search did (empty: first estimates only)."""
+    head = (f"# Fitted in the lab by `quiclab calibrate {source} --search` (docs/calibrate.md): {searched}"
+            if searched else
+            f"# The first estimates of `quiclab calibrate {source}` (not yet searched in the lab: docs/calibrate.md).")
+    what = "fitted in the lab" if searched else "first estimates"
+    lines = [head,
              *(f"# {n}" for n in e.notes),
              f'name = "{name}"',
-             f'description = "Calibrated from {_escape(source)}: first estimates"',
+             f'description = "Calibrated from {_escape(source)}: {what}"',
              "[link]",
              f'rtt = "{_ms(e.rtt_s)}"']
-    if e.jitter_s:
-        lines.append(f'jitter = "{_ms(e.jitter_s)}"')
-    lines.append("[link.down]")
-    if "down" in traces:
-        lines.append(f'trace = "{_escape(str(traces["down"].resolve()))}"')
-    elif e.down_rate_bps:
-        lines.append(f'rate = "{_rate(e.down_rate_bps)}"')
-    if e.down_queue_bytes:
-        lines.append(f'queue = "{e.down_queue_bytes}B"')
-    if e.down_loss:
-        lines.append(f'loss = "{_pct(e.down_loss)}"')
-    if "up" in traces or e.up_rate_bps:
-        lines.append("[link.up]")
-        lines.append(f'trace = "{_escape(str(traces["up"].resolve()))}"' if "up" in traces
-                     else f'rate = "{_rate(e.up_rate_bps or 0)}"')
+    common, down, up = link_tables(e, traces)
+    lines += [f'{k} = "{_escape(v)}"' for k, v in common.items() if k != "rtt"]
+    lines += ["[link.down]", *(f'{k} = "{_escape(v)}"' for k, v in down.items())]
+    if up:
+        lines += ["[link.up]", *(f'{k} = "{_escape(v)}"' for k, v in up.items())]
     return "\n".join(lines) + "\n"
+
+
+Table = dict[str, str]
+
+
+def link_tables(e: Estimate, traces: dict[str, Path] | None = None) -> tuple[Table, Table, Table]:
+    """The link of an estimate as scenario settings ([link], [link.down], [link.up]; lab/link/spec.py keys): what
+    the scenario file holds, and what the lab search puts in force for a candidate (the same link)."""
+    traces = traces or {}
+    common = {"rtt": _ms(e.rtt_s), **({"jitter": _ms(e.jitter_s)} if e.jitter_s else {})}
+    down: Table = {}
+    if "down" in traces:
+        down["trace"] = str(traces["down"].resolve())
+    elif e.down_rate_bps:
+        down["rate"] = _rate(e.down_rate_bps)
+    if e.down_queue_bytes:
+        down["queue"] = f"{e.down_queue_bytes}B"
+    if e.down_loss:
+        down["loss"] = _pct(e.down_loss)
+    up: Table = {}
+    if "up" in traces:
+        up["trace"] = str(traces["up"].resolve())
+    elif e.up_rate_bps:
+        up["rate"] = _rate(e.up_rate_bps)
+    return common, down, up
 
 
 def _escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def write(out: Path, e: Estimate, source: str) -> list[Path]:
-    """The scenario file and its traces; the paths written."""
+def write(out: Path, e: Estimate, source: str, searched: str = "") -> list[Path]:
+    """The scenario file and its traces; the paths written (`searched`: as render)."""
     name = scenario_name(out)
     base = out.with_name(name)
     traces = {way: base.with_name(f"{name}.{way}.trace") for way, t in (("down", e.down_trace_ms),
@@ -76,7 +96,7 @@ def write(out: Path, e: Estimate, source: str) -> list[Path]:
     for way, path in traces.items():
         trace.write(path, e.down_trace_ms if way == "down" else e.up_trace_ms or [])
     try:
-        out.write_text(render(e, name, source, traces), encoding="utf-8")
+        out.write_text(render(e, name, source, traces, searched), encoding="utf-8")
     except OSError as err:
         raise UsageError(f"cannot write {str(out)!r}: {err.strerror}") from None
     return [out, *traces.values()]

@@ -111,3 +111,14 @@ def test_from_a_capture_and_pings_to_a_scenario_the_sweep_accepts(tmp_path, monk
     assert s.link["rtt"].endswith("ms") and s.link["jitter"].endswith("ms")
     assert set(s.link["down"]) == {"rate", "queue"}
     assert json.loads((tmp_path / "m" / "estimate.json").read_text())["down_queue_bytes"] > 0
+
+
+def test_search_with_one_sender_exits_2_before_the_lab_is_touched(tmp_path):
+    """In a subprocess with the Docker engine unreachable: the refusal comes before any lab command."""
+    (tmp_path / "cubic.json").write_text(inputs.iperf3_json("cubic", [5.0] * 10, rtts_ms=[30.0] * 10, reverse=True))
+    (tmp_path / "ping.txt").write_text(inputs.ping_text([20.0] * 20))
+    assert quiclab(tmp_path, "probe", "cubic.json", "ping.txt", "--out", "m").returncode == 0
+    r = quiclab(tmp_path, "calibrate", "m", "--out", "link.toml", "--search")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().startswith("error: m: the lab search needs 2 or more measured senders")
+    assert not (tmp_path / "link.toml").exists() and not (tmp_path / "m" / "fit.json").exists()

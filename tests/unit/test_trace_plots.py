@@ -89,7 +89,8 @@ def test_a_report_over_a_trace_writes_links_and_inlines_its_trace_plot(sweep: Pa
     assert {"plots/trace-0.svg", "plots/trace-0.png"} <= paths
     svg = (sweep / "plots" / "trace-0.svg").read_text()
     assert "<svg" in svg
-    assert "Trace plots" in (sweep / "summary.md").read_text() and "plots/trace-0.png" in (sweep / "summary.md").read_text()
+    summary = (sweep / "summary.md").read_text()
+    assert "Trace plots" in summary and "[trace-0](plots/trace-0.png)" in summary
     html = (sweep / "report.html").read_text()
     assert html.count("<svg") == 3  # goodput, time and the trace plot
 

@@ -1,0 +1,84 @@
+"""The lab search's pure ends (`quiclab calibrate --search`): where it starts (the first estimates as a Candidate),
+what it puts in force (a candidate as the same link the scenario file describes), what it writes (the fitted
+estimate, fit.json with every candidate tried) and what it prints (each sender's relative errors)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from lab.calibrate.estimate import Estimate
+from lab.calibrate.scenario_file import Table, link_tables
+from lab.calibrate.search import Candidate, Fit, Observed, Result, Tried, relative_errors
+from lab.calibrate.senders import Sender
+from lab.errors import UsageError
+from lab.link.model import Direction
+
+FILE = "fit.json"
+
+
+def start(e: Estimate, where: str) -> Candidate:
+    """The first estimates as the search's start; a rate trace cannot be searched (the search fits a constant
+    rate), nor a missing rate. The queue not estimated starts at the lab's default (one BDP, at least 64 KiB)."""
+    if e.down_trace_ms or e.up_trace_ms:
+        raise UsageError(f"{where}: the lab search fits a constant downlink rate, not a rate trace: run it with "
+                         "--rate constant (and without a recorded trace)")
+    if not e.down_rate_bps:
+        raise UsageError(f"{where}: no downlink rate estimate to start the lab search from")
+    queue = e.down_queue_bytes or Direction(rate_bps=round(e.down_rate_bps)).queue_limit_bytes_for(e.rtt_s)
+    return Candidate(rate_bps=e.down_rate_bps, rtt_s=e.rtt_s, queue_bytes=int(queue or 1500),
+                     loss=e.down_loss or 0.0)
+
+
+def fitted(e: Estimate, c: Candidate) -> Estimate:
+    """The estimate with a candidate's rate, RTT, queue and random loss (jitter and uplink as estimated)."""
+    return e.model_copy(update={"rtt_s": c.rtt_s, "down_rate_bps": c.rate_bps, "down_queue_bytes": c.queue_bytes,
+                                "down_loss": c.loss or None, "down_trace_ms": None})
+
+
+def candidate_tables(e: Estimate, c: Candidate) -> tuple[Table, Table, Table]:
+    """What the lab puts in force for a candidate: the link the scenario file would hold had it been chosen."""
+    return link_tables(fitted(e, c))
+
+
+def _observed(o: Observed) -> dict[str, float]:
+    return {"throughput_bps": o.throughput_bps, "p50_rtt_s": o.p50_rtt_s}
+
+
+def _tried(t: Tried) -> dict[str, Any]:
+    return {"candidate": {"rate_bps": t.candidate.rate_bps, "rtt_s": t.candidate.rtt_s,
+                          "queue_bytes": t.candidate.queue_bytes, "loss": t.candidate.loss},
+            "error": None if math.isinf(t.error) else t.error,
+            "result": None if t.result is None else {s: _observed(o) for s, o in t.result.items()}}
+
+
+def fit_doc(fit: Fit, real: Result, senders: dict[str, Sender], start_at: Candidate) -> dict[str, Any]:
+    """fit.json: the real path's senders, the start, the fit (best, why it stopped) and every candidate tried, in
+    the order measured (failed ones with error null)."""
+    return {"senders": {k: {"cc": s.cc, "direction": s.direction, "seconds": s.seconds} for k, s in senders.items()},
+            "real": {s: _observed(o) for s, o in real.items()},
+            "start": _tried(Tried(start_at, None, math.inf, {}))["candidate"],
+            "best": _tried(fit.best), "rounds": fit.rounds, "stopped": fit.stopped,
+            "tried": [_tried(t) for t in fit.tried]}
+
+
+def error_rows(real: Result, best: Tried) -> list[list[str]]:
+    """Per sender: real and fitted throughput and p50 RTT, and their relative errors."""
+    rows = []
+    for name, r in real.items():
+        got = best.result.get(name) if best.result is not None else None
+        if got is None:
+            rows.append([name, f"{r.throughput_bps / 1e6:.3f}", "-", "-", f"{r.p50_rtt_s * 1000:.1f}", "-", "-"])
+            continue
+        dt, dr = relative_errors(r, got)
+        rows.append([name, f"{r.throughput_bps / 1e6:.3f}", f"{got.throughput_bps / 1e6:.3f}", f"{dt:+.1%}",
+                     f"{r.p50_rtt_s * 1000:.1f}", f"{got.p50_rtt_s * 1000:.1f}", f"{dr:+.1%}"])
+    return rows
+
+
+ERROR_COLUMNS = ["sender", "real Mbit/s", "fitted Mbit/s", "error", "real p50 RTT ms", "fitted p50 RTT ms", "error"]
+
+
+def describe(c: Candidate) -> str:
+    return (f"rate {c.rate_bps / 1e6:.3f} Mbit/s, RTT {c.rtt_s * 1000:.2f} ms, queue {c.queue_bytes} B, "
+            f"loss {c.loss:.4%}")

@@ -1,0 +1,151 @@
+"""`quiclab calibrate --search` without the lab (the lab run itself: docs/calibrate.md, tests/lab): the measured
+senders and their real figures from the user's iperf3 files, one rule for the user's and the lab's iperf3 JSON, the
+start and the candidate's link (the scenario file's own), fit.json and the error table, the commands the lab runs,
+and the lab measure's bookkeeping (a sender that cannot measure censors its candidate)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from lab import config
+from lab.calibrate import fit as fits
+from lab.calibrate.estimate import Estimate, estimate
+from lab.calibrate.probe import probe
+from lab.calibrate.search import Candidate, Observed, search
+from lab.calibrate.senders import Sender, measured_senders
+from lab.errors import EnvironmentProblem, UsageError
+from lab.link.spec import parse_link
+from lab.run import calibration
+from tests.calibrate_inputs import iperf3_failed, iperf3_json, ping_text
+
+RATES = [2.0, 6.0, 9.0, 9.5, 9.0, 9.4, 9.6, 9.2, 9.5, 9.3]  # Mbit/s per second: start-up, then ~9.4
+
+
+def _folder(tmp_path: Path, **files: str) -> list[Path]:
+    out = []
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+        out.append(tmp_path / name)
+    return out
+
+
+def test_two_downloads_of_different_congestion_controls_are_the_senders(tmp_path: Path) -> None:
+    paths = _folder(tmp_path, **{
+        "cubic.json": iperf3_json("cubic", RATES, rtts_ms=[20, 40, 60, 62, 64, 66, 60, 58, 62, 64], reverse=True),
+        "bbr.json": iperf3_json("bbr", RATES[:8], rtts_ms=[20, 25, 24, 26, 25, 25, 24, 26], reverse=True),
+        "upload.json": iperf3_json("reno", RATES, rtts_ms=[30] * 10),  # an upload: not a downlink sender
+        "ping.txt": ping_text([20.0] * 20)})
+    senders, real = measured_senders(probe(paths), "m")
+    assert senders == {"bbr": Sender("bbr", "down", 8), "cubic": Sender("cubic", "down", 10)}
+    # after the start-up (2 s): the median rate and the median RTT of what follows
+    assert real["cubic"] == Observed(throughput_bps=9.35e6, p50_rtt_s=pytest.approx(0.062))
+    assert real["bbr"].throughput_bps == pytest.approx(9.3e6) and real["bbr"].p50_rtt_s == pytest.approx(0.025)
+
+
+def test_fewer_than_two_senders_is_a_usage_error_naming_what_is_needed(tmp_path: Path) -> None:
+    paths = _folder(tmp_path, **{"cubic.json": iperf3_json("cubic", RATES, rtts_ms=[30] * 10, reverse=True),
+                                 "client.json": iperf3_json("bbr", RATES, reverse=True)})  # no RTT: the client file
+    with pytest.raises(UsageError) as e:
+        measured_senders(probe(paths), "m")
+    text = str(e.value)
+    assert text.startswith("m: the lab search needs 2 or more measured senders") and "only cubic" in text
+
+
+def test_the_lab_reads_its_iperf3_run_by_the_users_rule() -> None:
+    s = Sender("cubic", "down", 10)
+    got = calibration.sender_json(iperf3_json("cubic", RATES, rtts_ms=[20, 40, 60, 62, 64, 66, 60, 58, 62, 64]), s)
+    assert got == Observed(throughput_bps=9.35e6, p50_rtt_s=pytest.approx(0.062))
+    assert calibration.sender_json(iperf3_failed(), s) is None
+    assert calibration.sender_json(iperf3_json("cubic", RATES), s) is None  # no RTT samples: not measured
+    with pytest.raises(EnvironmentProblem, match="asked for cubic but its sender used reno"):
+        calibration.sender_json(iperf3_json("reno", RATES, rtts_ms=[30] * 10), s)
+
+
+def test_a_download_is_sent_from_the_servers_container_to_the_client() -> None:
+    e = calibration.ends("down")
+    assert (e.sender, e.receiver, e.address) == (config.SERVER_CONTAINER, config.CLIENT_CONTAINER, config.CLIENT_IP)
+    assert calibration.sender_argv(Sender("bbr", "down", 12), e.address) == [
+        "iperf3", "-c", config.CLIENT_IP, "-p", "5399", "-C", "bbr", "-t", "12", "--json", "--connect-timeout", "3000"]
+    assert calibration.receiver_argv() == ["iperf3", "-s", "-1", "-p", "5399"]
+    assert calibration.named("qlc-x-srv", ["iperf3", "-s"])[-3:] == ["qlc-x-srv", "iperf3", "-s"]
+
+
+def _estimate(**kw: object) -> Estimate:
+    base = dict(base_rtt_s=0.02, rtt_s=0.024, jitter_s=0.002, down_rate_bps=10e6, up_rate_bps=2e6)
+    return Estimate(**(base | kw))  # type: ignore[arg-type]
+
+
+def test_the_search_starts_at_the_estimates_and_puts_the_scenario_files_link_in_force() -> None:
+    e = _estimate(down_queue_bytes=40_000, down_loss=0.001)
+    start = fits.start(e, "m")
+    assert start == Candidate(rate_bps=10e6, rtt_s=0.024, queue_bytes=40_000, loss=0.001)
+    default = fits.start(_estimate(), "m")
+    assert default.queue_bytes == 64 * 1024 and default.loss == 0.0  # the lab's default: one BDP, at least 64 KiB
+    link = parse_link(*fits.candidate_tables(e, Candidate(rate_bps=8e6, rtt_s=0.05, queue_bytes=30_000, loss=0.002)))
+    d, u = link.downlink, link.uplink
+    assert (d.rate_bps, d.queue_bytes, d.loss.mean, d.jitter_s) == (8_000_000, 30_000, pytest.approx(0.002), 0.002)
+    assert link.rtt_s == pytest.approx(0.05)
+    assert (u.rate_bps, u.queue_bytes, u.loss.mean) == (2_000_000, None, 0.0)  # loss and queue on the downlink only
+    for bad in (_estimate(down_trace_ms=[1, 2, 3]), _estimate(down_rate_bps=None)):
+        with pytest.raises(UsageError, match=r"^m: "):
+            fits.start(bad, "m")
+
+
+def test_fit_json_keeps_every_candidate_and_the_table_says_each_senders_error() -> None:
+    real = {"cubic": Observed(9e6, 0.06), "bbr": Observed(9.5e6, 0.03)}
+
+    def measure(cands):  # a path model: throughput = rate, RTT = rtt + queue / rate; one candidate fails
+        return [None if c.queue_bytes > 200_000 else
+                {"cubic": Observed(c.rate_bps * 0.95, c.rtt_s + c.queue_bytes * 8 / c.rate_bps),
+                 "bbr": Observed(c.rate_bps, c.rtt_s + 0.2 * c.queue_bytes * 8 / c.rate_bps)} for c in cands]
+
+    start = Candidate(rate_bps=8e6, rtt_s=0.02, queue_bytes=250_000)
+    f = search(real, start, measure, budget=30)
+    doc = json.loads(json.dumps(fits.fit_doc(f, real, {"cubic": Sender("cubic", "down", 10)}, start)))
+    assert len(doc["tried"]) == len(f.tried) and doc["tried"][0]["error"] is None  # the start could not be measured
+    assert doc["stopped"] == "the first estimates could not be measured" and doc["best"]["result"] is None
+    f = search(real, Candidate(rate_bps=8e6, rtt_s=0.02, queue_bytes=30_000), measure, budget=30)
+    assert f.best.error < 0.01
+    rows = fits.error_rows(real, f.best)
+    assert [r[0] for r in rows] == ["cubic", "bbr"] and all(r[3].endswith("%") and r[6].endswith("%") for r in rows)
+    assert fits.error_rows(real, f.tried[0].__class__(start, None, math.inf, {}))[0][2] == "-"
+
+
+def test_the_lab_measure_censors_a_candidate_a_sender_could_not_measure(monkeypatch: pytest.MonkeyPatch) -> None:
+    applied: list[float | None] = []
+    monkeypatch.setattr(calibration.shaper, "apply", lambda link, _b: applied.append(link.downlink.rate_bps))
+    runs: list[str] = []
+
+    def run_sender(s: Sender) -> Observed | None:
+        runs.append(s.cc)
+        return None if applied[-1] == 1_000_000 and s.cc == "bbr" else Observed(applied[-1] or 0, 0.05)
+
+    monkeypatch.setattr(calibration, "run_sender", run_sender)
+    seen: list[tuple[int, bool]] = []
+    e = _estimate()
+    m = calibration.LabMeasure({"bbr": Sender("bbr", "down", 5), "cubic": Sender("cubic", "down", 5)},
+                               lambda c: fits.candidate_tables(e, c), lambda i, _c, r: seen.append((i, r is not None)))
+    got = m([Candidate(5e6, 0.02, 30_000), Candidate(1e6, 0.02, 30_000)])
+    assert applied == [5_000_000, 1_000_000] and runs == ["bbr", "cubic", "bbr"]  # no use running cubic after
+    assert got == [{"bbr": Observed(5e6, 0.05), "cubic": Observed(5e6, 0.05)}, None]
+    assert seen == [(1, True), (2, False)]
+
+
+def test_estimate_then_fitted_is_what_the_scenario_file_writes(tmp_path: Path) -> None:
+    from lab.calibrate import scenario_file
+    from lab.plan.checks import load
+
+    paths = _folder(tmp_path, **{"cubic.json": iperf3_json("cubic", RATES, rtts_ms=[30] * 10, reverse=True),
+                                 "ping.txt": ping_text([20.0] * 20)})
+    e = estimate(probe(paths), "m", "constant")
+    best = Candidate(rate_bps=9.1e6, rtt_s=0.021, queue_bytes=25_000, loss=0.0005)
+    out = tmp_path / "link.toml"
+    scenario_file.write(out, fits.fitted(e, best), "m", "12 candidates measured")
+    assert out.read_text().startswith("# Fitted in the lab by `quiclab calibrate m --search`")
+    s = load(out)
+    common = {k: v for k, v in s.link.items() if k not in ("down", "up")}
+    assert parse_link(common, s.link.get("down"), s.link.get("up")) == parse_link(*fits.candidate_tables(e, best))
