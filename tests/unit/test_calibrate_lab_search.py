@@ -46,6 +46,22 @@ def test_two_downloads_of_different_congestion_controls_are_the_senders(tmp_path
     assert real["bbr"].throughput_bps == pytest.approx(9.3e6) and real["bbr"].p50_rtt_s == pytest.approx(0.025)
 
 
+def test_a_clients_download_with_the_servers_output_in_it_is_a_sender(tmp_path: Path) -> None:
+    """`iperf3 -c SERVER -R -C cc --json --get-server-output` on the user's side: the sender's RTT comes along."""
+    def client_file(cc: str, rtts: list[float]) -> str:
+        doc = json.loads(iperf3_json(cc, RATES, reverse=True))  # the receiving side: no RTT
+        doc["server_output_json"] = json.loads(iperf3_json(cc, RATES, rtts_ms=rtts, retransmits=[0] * 9 + [2],
+                                                           reverse=True))
+        return json.dumps(doc)
+
+    paths = _folder(tmp_path, **{"cubic.json": client_file("cubic", [60.0] * 10),
+                                 "bbr.json": client_file("bbr", [25.0] * 10)})
+    m = probe(paths)
+    assert [(f.cc, f.direction, f.retransmits) for f in m.flows] == [("cubic", "down", 2), ("bbr", "down", 2)]
+    senders, real = measured_senders(m, "m")
+    assert set(senders) == {"bbr", "cubic"} and real["cubic"].p50_rtt_s == pytest.approx(0.060)
+
+
 def test_fewer_than_two_senders_is_a_usage_error_naming_what_is_needed(tmp_path: Path) -> None:
     paths = _folder(tmp_path, **{"cubic.json": iperf3_json("cubic", RATES, rtts_ms=[30] * 10, reverse=True),
                                  "client.json": iperf3_json("bbr", RATES, reverse=True)})  # no RTT: the client file
