@@ -15,8 +15,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def bench(
         what: Annotated[str, typer.Argument(help="What to benchmark: link (the emulator), overhead (the lab's "
-                                                 "per-run cost around small transfers) or parallel (one plan "
-                                                 "over 1, 2, 3, 4 labs).")] = "link",
+                                                 "per-run cost around small transfers), parallel (one plan "
+                                                 "over 1, 2, 3, 4 labs) or calibrate (the lab search against "
+                                                 "hidden links on another lab).")] = "link",
         seconds: Annotated[float, typer.Option(help="Duration of each measurement.")] = 5.0,
         rounds: Annotated[int, typer.Option(help="Forwarding rounds: kernel, linkem (and linkem with threaded NAPI "
                                                  "when the router has it), in rotating order; for "
@@ -24,6 +25,11 @@ def register(app: typer.Typer) -> None:
                                                  "exec).")] = 3,
         size: Annotated[str, typer.Option(help="overhead: object size.")] = "10kB",
         repeats: Annotated[int, typer.Option(help="overhead: repeats per protocol in each sweep.")] = 10,
+        links: Annotated[int, typer.Option(help="calibrate: hidden links (the LTE trace pairs first).")] = 10,
+        hidden_lab: Annotated[int | None, typer.Option(help="calibrate: the lab number holding the hidden links "
+                                                            "(up, not this one).")] = None,
+        seed: Annotated[int, typer.Option(help="calibrate: seed of the hidden links' draw.")] = 35,
+        budget: Annotated[int, typer.Option(help="calibrate: candidate links per search.")] = 30,
     ) -> None:
         """Benchmark the link emulator or the per-run overhead (results/bench/; see docs/benchmarks.md)."""
         if what == "overhead":
@@ -32,8 +38,11 @@ def register(app: typer.Typer) -> None:
         if what == "parallel":
             _parallel()
             return
+        if what == "calibrate":
+            _calibrate(links, hidden_lab, seed, budget)
+            return
         if what != "link":
-            raise UsageError(f"unknown benchmark {what!r}: allowed are link, overhead, parallel")
+            raise UsageError(f"unknown benchmark {what!r}: allowed are link, overhead, parallel, calibrate")
         if not 1 <= seconds <= 120:
             raise UsageError(f"invalid --seconds {seconds:g}: allowed is 1..120")
         if not 1 <= rounds <= 20:
@@ -131,3 +140,26 @@ def _parallel() -> None:
                     "verdicts vs N=1"], rows, right=["wall s", "x N=1"])
     (out / "parallel.json").write_text(parallel.to_json(figures))
     terminal.success(f"written {out.relative_to(config.ROOT)}/parallel.json")
+
+
+def _calibrate(links: int, hidden_lab: int | None, seed: int, budget: int) -> None:
+    from lab.bench import calibration, hidden  # numpy (the search): only when the benchmark runs
+
+    if not 1 <= links <= 100:
+        raise UsageError(f"invalid --links {links}: allowed is 1..100")
+    if not 1 <= budget <= 500:
+        raise UsageError(f"invalid --budget {budget}: allowed is 1..500")
+    if hidden_lab is None:
+        raise UsageError("bench calibrate needs --hidden-lab N: another lab, up (QUICLAB_INSTANCE=N quiclab up), "
+                         "that holds the hidden links")
+    lab.require_up()
+    out = config.ROOT / "results" / "bench" / f"calibrate-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    out.mkdir(parents=True, exist_ok=True)
+    terminal.info(f"{links} hidden links on lab {hidden_lab}, calibrated on lab {config.INSTANCE.number} "
+                  f"(budget {budget} candidates each) -> {out.relative_to(config.ROOT)}")
+    scores = calibration.run(links, seed, hidden_lab, budget, out, terminal.info)
+    m = hidden.summarize(scores)
+    (terminal.success if m.passed else terminal.warning)(
+        f"held-out {calibration.HELD_OUT}: throughput error median {m.tput_median:.1%}, worst {m.tput_worst:.1%}; "
+        f"p50 RTT error median {m.rtt_median:.1%}: {'passes' if m.passed else 'does not pass: ' + m.why}")
+    terminal.success(f"written {(out / calibration.RESULTS).relative_to(config.ROOT)} and {calibration.TABLE}")

@@ -156,3 +156,45 @@ def search_in_lab(senders: Mapping[str, Sender], real: Result, start_at: Candida
         finally:
             with contextlib.suppress(EnvironmentProblem):
                 shaper.apply(Link(), "linkem")
+
+
+def measure_on(tables: tuple[Table, Table, Table], sender: Sender) -> Observed | None:
+    """One sender through one link on this lab, the lab held; the link left unshaped afterwards."""
+    with lock.holding():
+        check_allowed({sender.cc: sender})
+        try:
+            shaper.apply(parse_link(*tables), "linkem")
+            return run_sender(sender)
+        finally:
+            with contextlib.suppress(EnvironmentProblem):
+                shaper.apply(Link(), "linkem")
+
+
+# --- measuring a path as a user would (the benchmark's hidden links) -------------------------------------------------
+
+def user_download(s: Sender) -> str:
+    """A download as a user records it from the client: `iperf3 -R` from the server's own iperf3 (port 5201), with
+    the server's (the sender's) side in the same JSON (--get-server-output)."""
+    tag = f"qlc-{uuid.uuid4().hex[:10]}"
+    argv = ["iperf3", "-c", config.SERVER_IP, "-R", "-C", s.cc, "-t", str(s.seconds), "--json", "--get-server-output",
+            "--connect-timeout", "3000"]
+    try:
+        return docker.exec_in(config.CLIENT_CONTAINER, named(f"{tag}-user", argv), timeout_s=s.seconds + _SLACK_S)
+    except docker.DockerError as err:  # iperf3's own error: its JSON says which (probe refuses it, naming it)
+        if err.stdout and '"error"' in err.stdout:
+            return err.stdout
+        raise
+    finally:
+        with contextlib.suppress(EnvironmentProblem):
+            docker.exec_in(config.CLIENT_CONTAINER, ["pkill", "-f", tag], timeout_s=10)
+
+
+def user_ping(count: int = 50) -> str:
+    """ping's output from the client to the server, without load (replies lost on a lossy link are just missing)."""
+    try:
+        return docker.exec_in(config.CLIENT_CONTAINER, ["ping", "-n", "-c", str(count), "-i", "0.2", "-W", "3",
+                                                        config.SERVER_IP], timeout_s=count * 0.2 + 30)
+    except docker.DockerError as err:  # ping exits 1 when some replies were lost: what it printed still counts
+        if err.stdout and "bytes from" in err.stdout:
+            return err.stdout
+        raise

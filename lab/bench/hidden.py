@@ -1,0 +1,173 @@
+"""The calibration benchmark's pure parts (`quiclab bench calibrate`; issue 35 item 3): the hidden links, drawn at
+random from ranges and from the shared LTE traces; the score of one calibration (the held-out sender's throughput
+and p50 RTT under load on the fitted link against the hidden one); the summary against the acceptance bounds; the
+markdown table docs/benchmarks.md quotes (generated from the results JSON, never typed).
+
+Ranges (each drawn independently, seeded): rate log-uniform 2-50 Mbit/s; RTT log-uniform 10-200 ms; queue
+0.5-4 x the BDP (log-uniform, at least 2 packets); random loss 0 with probability 0.4, else log-uniform 0.01-1 %.
+The recorded trace pairs come first, so that with at least as many links as pairs every pair is among them; a
+trace link keeps its RTT drawn from the range and the lab's default queue."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from lab.quantiles import median
+
+RATE_BPS = (2e6, 50e6)
+RTT_S = (0.010, 0.200)
+QUEUE_BDP = (0.5, 4.0)
+LOSS = (1e-4, 1e-2)
+P_NO_LOSS = 0.4
+MTU = 1500
+#: Acceptance (issue 35): the held-out sender's throughput within 10 % (median over links), no link beyond 25 %;
+#: its p50 RTT under load within 10 % (median over links).
+MEDIAN_BOUND = 0.10
+WORST_BOUND = 0.25
+
+
+@dataclass(frozen=True)
+class HiddenLink:
+    """A link the calibration never sees: `trace` names a recorded pair (then rate, queue and loss are unset)."""
+
+    index: int
+    rtt_s: float
+    rate_bps: float | None = None
+    queue_bytes: int | None = None
+    loss: float = 0.0
+    trace: str = ""
+
+    def tables(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+        """Its scenario settings ([link], [link.down], [link.up]; lab/link/spec.py keys)."""
+        common = {"rtt": f"{self.rtt_s * 1000:.3f}ms"}
+        if self.trace:
+            return {**common, "traces": self.trace}, {}, {}
+        down = {"rate": f"{(self.rate_bps or 0) / 1e6:.4f}mbit", "queue": f"{self.queue_bytes}B"}
+        if self.loss:
+            down["loss"] = f"{self.loss * 100:.4f}%"
+        return common, down, {}
+
+    def describe(self) -> str:
+        if self.trace:
+            return f"trace {self.trace}, RTT {self.rtt_s * 1000:.1f} ms"
+        return (f"{(self.rate_bps or 0) / 1e6:.2f} Mbit/s, RTT {self.rtt_s * 1000:.1f} ms, queue "
+                f"{self.queue_bytes} B, loss {self.loss:.3%}")
+
+
+def _log_uniform(rng: random.Random, lo: float, hi: float) -> float:
+    return math.exp(rng.uniform(math.log(lo), math.log(hi)))
+
+
+def draw(n: int, seed: int, traces: Sequence[str]) -> list[HiddenLink]:
+    """n hidden links: the trace pairs first (as many as fit), then links drawn from the ranges."""
+    rng = random.Random(seed)
+    out: list[HiddenLink] = []
+    for i in range(n):
+        rtt = round(_log_uniform(rng, *RTT_S), 4)
+        if i < len(traces):
+            out.append(HiddenLink(index=i, rtt_s=rtt, trace=traces[i]))
+            continue
+        rate = round(_log_uniform(rng, *RATE_BPS), -3)
+        bdp = rate / 8 * rtt
+        queue = max(2 * MTU, round(bdp * _log_uniform(rng, *QUEUE_BDP)))
+        loss = 0.0 if rng.random() < P_NO_LOSS else round(_log_uniform(rng, *LOSS), 6)
+        out.append(HiddenLink(index=i, rtt_s=rtt, rate_bps=rate, queue_bytes=queue, loss=loss))
+    return out
+
+
+@dataclass(frozen=True)
+class Score:
+    """One hidden link calibrated: the held-out sender on the hidden link and on the fitted one; `fitted` is the
+    fitted link's description, `error` the search's own error (its senders), `candidates` the links it measured.
+    A calibration that failed has no fitted figures (`why`): it counts as beyond every bound."""
+
+    link: HiddenLink
+    hidden_tput_bps: float | None
+    hidden_rtt_s: float | None
+    fitted_tput_bps: float | None = None
+    fitted_rtt_s: float | None = None
+    fitted: str = ""
+    error: float | None = None
+    candidates: int = 0
+    why: str = ""
+
+    @property
+    def tput_error(self) -> float:
+        """|fitted / hidden - 1| of the held-out sender's throughput (inf when either is missing)."""
+        return _rel(self.fitted_tput_bps, self.hidden_tput_bps)
+
+    @property
+    def rtt_error(self) -> float:
+        return _rel(self.fitted_rtt_s, self.hidden_rtt_s)
+
+
+def _rel(got: float | None, real: float | None) -> float:
+    if got is None or real is None or real <= 0:
+        return math.inf
+    return abs(got / real - 1)
+
+
+@dataclass(frozen=True)
+class Summary:
+    links: int
+    tput_median: float
+    tput_worst: float
+    rtt_median: float
+    passed: bool
+    why: str  # which bound failed ("" when passed)
+
+
+def summarize(scores: Sequence[Score]) -> Summary:
+    """Medians over the links (a failed calibration counts as infinite error: censored, never dropped)."""
+    if not scores:
+        raise ValueError("no scores")
+    t = [s.tput_error for s in scores]
+    r = [s.rtt_error for s in scores]
+    tm, tw, rm = median(t), max(t), median(r)
+    failed = [w for w, bad in ((f"throughput median {tm:.1%} > {MEDIAN_BOUND:.0%}", tm > MEDIAN_BOUND),
+                               (f"worst throughput {tw:.1%} > {WORST_BOUND:.0%}", tw > WORST_BOUND),
+                               (f"p50 RTT median {rm:.1%} > {MEDIAN_BOUND:.0%}", rm > MEDIAN_BOUND)) if bad]
+    return Summary(links=len(scores), tput_median=tm, tput_worst=tw, rtt_median=rm, passed=not failed,
+                   why="; ".join(failed))
+
+
+def to_doc(scores: Sequence[Score], meta: dict[str, Any]) -> dict[str, Any]:
+    return {**meta, "scores": [asdict(s) for s in scores]}
+
+
+def from_doc(doc: dict[str, Any]) -> list[Score]:
+    return [Score(**{**s, "link": HiddenLink(**s["link"])}) for s in doc["scores"]]
+
+
+def _pct(x: float) -> str:
+    return "-" if math.isinf(x) else f"{x:.1%}"
+
+
+def _mbit(x: float | None) -> str:
+    return "-" if x is None else f"{x / 1e6:.2f}"
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1000:.1f}"
+
+
+def markdown(scores: Sequence[Score], held_out: str) -> str:
+    """Every hidden link with its true and fitted parameters and the held-out sender's figures on both, then the
+    summary against the acceptance bounds."""
+    lines = [f"| link | hidden (true) | fitted | {held_out} Mbit/s hidden / fitted | error | {held_out} p50 RTT ms "
+             "hidden / fitted | error | candidates |", "|---|---|---|---|---|---|---|---|"]
+    for s in scores:
+        lines.append(f"| {s.link.index} | {s.link.describe()} | {s.fitted or s.why or '-'} | "
+                     f"{_mbit(s.hidden_tput_bps)} / {_mbit(s.fitted_tput_bps)} | {_pct(s.tput_error)} | "
+                     f"{_ms(s.hidden_rtt_s)} / {_ms(s.fitted_rtt_s)} | {_pct(s.rtt_error)} | {s.candidates} |")
+    m = summarize(scores)
+    verdict = "passes" if m.passed else f"does not pass ({m.why})"
+    lines += ["", f"Over {m.links} hidden links: {held_out}'s throughput error median {_pct(m.tput_median)}, worst "
+                  f"{_pct(m.tput_worst)}; p50 RTT error median {_pct(m.rtt_median)}: {verdict} the acceptance "
+                  f"bounds (median {MEDIAN_BOUND:.0%}, no link beyond {WORST_BOUND:.0%}; RTT median "
+                  f"{MEDIAN_BOUND:.0%})."]
+    return "\n".join(lines) + "\n"

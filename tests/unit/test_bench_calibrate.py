@@ -1,0 +1,91 @@
+"""The calibration benchmark's pure parts (issue 35 item 3; the run itself needs two labs: docs/calibrate.md): the
+hidden links drawn (trace pairs first, the rest within the ranges, each a link the lab accepts), the score of a
+calibration (failures censored, never dropped), the acceptance summary, the results' round trip and their table."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from lab import config
+from lab.bench import hidden
+from lab.bench.calibration import run
+from lab.bench.hidden import HiddenLink, Score, draw, summarize
+from lab.errors import UsageError
+from lab.link.spec import parse_link
+
+
+def test_the_trace_pairs_come_first_and_the_rest_stay_within_the_ranges() -> None:
+    links = draw(40, seed=35, traces=["ATT", "TMobile"])
+    assert [lk.trace for lk in links[:2]] == ["ATT", "TMobile"] and not any(lk.trace for lk in links[2:])
+    assert draw(40, seed=35, traces=["ATT", "TMobile"]) == links  # seeded
+    assert draw(40, seed=36, traces=["ATT", "TMobile"]) != links
+    for lk in links:
+        assert 0.010 <= lk.rtt_s <= 0.200
+    rest = links[2:]
+    for lk in rest:
+        assert lk.rate_bps is not None and lk.queue_bytes is not None
+        assert 2e6 <= lk.rate_bps <= 50e6 and lk.queue_bytes >= 3000 and (lk.loss == 0 or 1e-4 <= lk.loss <= 1e-2)
+        bdp = lk.rate_bps / 8 * lk.rtt_s
+        assert lk.queue_bytes == 3000 or 0.49 * bdp <= lk.queue_bytes <= 4.01 * bdp
+    assert 0.2 < sum(lk.loss == 0 for lk in rest) / len(rest) < 0.6  # 0.4 of them without loss, give or take
+    assert [lk.index for lk in links] == list(range(40))
+
+
+def test_every_hidden_link_is_a_link_the_lab_accepts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for way in ("down", "up"):
+        (tmp_path / f"cell.{way}").write_text("1\n2\n3\n")
+    monkeypatch.setattr(config, "TRACES_DIR", tmp_path)
+    trace, lossy = draw(12, 1, ["cell"])[0], next(lk for lk in draw(12, 1, ["cell"]) if lk.loss)
+    t = parse_link(*trace.tables())
+    assert t.downlink.trace_ms == [1, 2, 3] and t.rtt_s == pytest.approx(trace.rtt_s, abs=1e-6)
+    link = parse_link(*lossy.tables())
+    d = link.downlink
+    assert d.rate_bps == pytest.approx(lossy.rate_bps, abs=100) and d.queue_bytes == lossy.queue_bytes
+    assert d.loss.mean == pytest.approx(lossy.loss, rel=1e-3) and link.uplink.loss.mean == 0
+    assert link.uplink.rate_bps is None  # the hidden links shape the downlink; ACKs pass unlimited
+
+
+def _score(hidden_t: float | None, fitted_t: float | None, hidden_r: float = 0.05, fitted_r: float = 0.05) -> Score:
+    return Score(link=HiddenLink(0, 0.05, 10e6, 60_000), hidden_tput_bps=hidden_t, hidden_rtt_s=hidden_r,
+                 fitted_tput_bps=fitted_t, fitted_rtt_s=fitted_r)
+
+
+def test_a_score_is_the_relative_error_and_a_failed_calibration_is_infinite() -> None:
+    assert _score(10e6, 9e6).tput_error == pytest.approx(0.1) and _score(10e6, 11e6).tput_error == pytest.approx(0.1)
+    assert _score(10e6, 10e6, 0.05, 0.06).rtt_error == pytest.approx(0.2)
+    assert math.isinf(_score(10e6, None).tput_error) and math.isinf(_score(None, 9e6).tput_error)
+
+
+def test_the_summary_applies_the_issues_bounds() -> None:
+    good = [_score(10e6, 10e6 * (1 + e)) for e in (0.01, -0.02, 0.05, 0.08, -0.09, 0.2)]
+    m = summarize(good)
+    assert m.passed and m.tput_median == pytest.approx(0.065) and m.tput_worst == pytest.approx(0.2)
+    worst = summarize([*good, _score(10e6, 13e6)])
+    assert not worst.passed and worst.why == "worst throughput 30.0% > 25%"
+    failed = summarize([*good, _score(10e6, None), _score(10e6, None), _score(10e6, None),
+                        _score(10e6, None), _score(10e6, None), _score(10e6, None), _score(10e6, None)])
+    assert not failed.passed and "throughput median inf% > 10%" in failed.why  # censored: never dropped
+    rtt = summarize([_score(10e6, 10e6, 0.05, 0.06)] * 3)
+    assert not rtt.passed and rtt.why == "p50 RTT median 20.0% > 10%"
+
+
+def test_the_results_read_back_and_their_table_lists_every_link() -> None:
+    scores = [_score(10e6, 9.5e6), Score(link=HiddenLink(1, 0.04, trace="ATT"), hidden_tput_bps=None,
+                                         hidden_rtt_s=None, why="not calibrated: m: a failed iperf3 run")]
+    doc = json.loads(json.dumps(hidden.to_doc(scores, {"seed": 1})))
+    assert doc["seed"] == 1 and hidden.from_doc(doc) == scores
+    md = hidden.markdown(scores, "reno")
+    rows = [ln for ln in md.splitlines() if ln.startswith("| ") and not ln.startswith("| link")]
+    assert len(rows) == 2 and "10.00 Mbit/s, RTT 50.0 ms, queue 60000 B, loss 0.000%" in rows[0]
+    assert "| 10.00 / 9.50 | 5.0% |" in rows[0]
+    assert "trace ATT, RTT 40.0 ms | not calibrated: m: a failed iperf3 run | - / - | - |" in rows[1]
+    assert "does not pass" in md.splitlines()[-1]
+
+
+def test_the_hidden_lab_must_be_another_lab(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="must be another lab than this one"):
+        run(2, 1, config.INSTANCE.number, 10, tmp_path, lambda _s: None)
