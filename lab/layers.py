@@ -25,7 +25,8 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
      "the link model, its specs and shapers (linkem, netem), router, calibration; workload specs, pages, page "
      "results"),
     (("lab.endpoints",), "the implementation registry (endpoints/implementations.toml) and the client adapters"),
-    (("lab.evidence",), "captures, pcap reading, goodput, the sender's view, session proofs (resumption, 0-RTT)"),
+    (("lab.evidence",), "captures, pcap reading, goodput, delivered bytes over time, the sender's view, session "
+                        "proofs (resumption, 0-RTT)"),
     (("lab.adverse",), "faults, competing flows, path changes"),
     (("lab.plan",),
      "WHAT to run: scenario (validated fields), checks (the point-dependent checks), plan (points, seeded shuffled "
@@ -33,7 +34,8 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
      "support (whether a run can run here)"),
     (("lab.calibrate",),
      "a measured path: a user's measurements read into a measurement folder (pcap, ping/irtt, iperf3, flent), "
-     "the first estimates of its link, the scenario file that carries them, the search over candidate links"),
+     "the first estimates of its link, the scenario file that carries them, the search over candidate links, "
+     "the measured senders and the fit's start, candidates and record"),
     (("lab.results",),
      "the sweep folder format: schema (RunRecord = runs.csv's row), folder (the manifest), store (runs.csv "
      "appended + fsynced, the manifest written whole), objects.csv, publish (what a reference folder keeps)"),
@@ -43,14 +45,16 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
      "Prometheus/Grafana services and the sweep's live metrics"),
     (("lab.explain",), "each run explained from its own evidence (explain.json), the worked examples"),
     (("lab.report",),
-     "what is rendered from a folder: report, summary, html, plots, headline, why, runs until decided; merge"),
+     "what is rendered from a folder: report, summary, html, plots, trace plots, headline, why, runs until "
+     "decided; merge"),
     (("lab.lab",), "bringing the lab up and down"),
     (("lab.run",),
      "HOW a plan runs: runner (one run: plan check -> probes before -> transfer -> probes after -> RunRecord built "
      "once), probes, transfer, workload runner, sender congestion control, the sweep's lifecycle, a lab session, "
      "parallel labs, the rounds of a sweep run until decided, environment facts, startup cache, host load, "
-     "reproduce"),
-    (("lab.bench", "lab.docgen"), "benchmarks; the generated docs (`quiclab docs`: seed atlas, blocks, this diagram)"),
+     "reproduce, the calibration search's lab measure"),
+    (("lab.bench", "lab.docgen"), "benchmarks (the link, overhead, parallel labs, calibration); the generated docs "
+                                  "(`quiclab docs`: seed atlas, blocks, this diagram)"),
     (("lab.cli",), "the commands (typer + rich): parse, validate, print; only the entry point imports them"),
     (("lab.__main__",), "the entry point"),
 )
