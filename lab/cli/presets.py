@@ -14,11 +14,18 @@ COLUMNS = ["preset", "alias", "points", "runs", "description"]
 
 
 def listing() -> list[dict[str, object]]:
-    """Every built-in preset: name, alias (None if it has none besides its name), points, runs, description."""
+    """Every built-in preset: name, alias (None if it has none besides its name), points, runs, description. A
+    preset that cannot load here (e.g. its recorded traces are not beside the clone) is listed with points and runs
+    None and why instead of its description."""
     aliases = {v: k for k, v in registry.ALIASES.items() if k != v}
     rows: list[dict[str, object]] = []
     for name in registry.names():
-        s = registry.get(name)
+        try:
+            s = registry.get(name)
+        except UsageError as e:
+            rows.append({"name": name, "alias": aliases.get(name), "points": None, "runs": None,
+                         "description": f"not available here: {e}"})
+            continue
         rows.append({"name": name, "alias": aliases.get(name), "points": len(points(s)), "runs": len(plan(s)),
                      "description": s.description})
     return rows
@@ -48,6 +55,7 @@ def register(app: typer.Typer) -> None:
                                    for r in [COLUMNS, *([p[k] for k in p] for p in rows)]))
         else:
             terminal.table("sweep presets", COLUMNS,
-                           [[p["name"], _field(p["alias"]), str(p["points"]), str(p["runs"]), str(p["description"])]
+                           [[p["name"], _field(p["alias"]), _field(p["points"]) or "-", _field(p["runs"]) or "-",
+                             str(p["description"])]
                             for p in rows],
                            right=["points", "runs"], wrap=["description"])

@@ -19,6 +19,7 @@ from lab.link.model import Direction, Link
 from lab.link.spec import parse_link
 from lab.plan import presets
 from lab.plan.plan import points
+from tests.shared_files import get_preset
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "linkem" / "schema" / "link.json").read_text(encoding="utf-8"))
@@ -51,7 +52,7 @@ def problems(doc: dict[str, Any]) -> list[str]:
 def preset_links() -> list[tuple[str, Link]]:
     out: list[tuple[str, Link]] = []
     for name in presets.names():
-        for p in points(presets.get(name)):
+        for p in points(get_preset(name)):
             out.append((f"{name} {p.label}", p.link))
             for fault in p.settings.faults:
                 if fault.family == "link":

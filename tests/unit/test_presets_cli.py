@@ -116,3 +116,18 @@ def test_plain_is_tab_separated_one_preset_a_line():
 def test_json_and_plain_together_is_a_usage_error():
     r = CliRunner().invoke(app, ["presets", "--json", "--plain"])
     assert isinstance(r.exception, UsageError)
+
+
+def test_a_preset_that_cannot_load_here_is_listed_with_why(tmp_path, monkeypatch):
+    """The cellular preset without ../shared/traces beside the clone: listed, not a failure of the whole listing."""
+    from lab import config
+    from lab.cli.presets import listing
+
+    monkeypatch.setattr(config, "TRACES_DIR", tmp_path)
+    rows = {r["name"]: r for r in listing()}
+    assert set(rows) == set(NAMES)
+    cell = rows["cellular"]
+    assert cell["points"] is None and cell["runs"] is None
+    assert str(cell["description"]).startswith("not available here: ") and "unknown trace pair" in str(
+        cell["description"])
+    assert rows["quick"]["runs"] == 30  # 2 points x 3 protocols x 5 repeats: the others load as ever

@@ -13,6 +13,7 @@ import pytest
 
 from lab.plan import presets
 from lab.plan.plan import plan, points
+from tests.shared_files import get_preset
 
 #: seed file -> the name prefixes of the presets that follow it (../shared/seeds/README.md)
 SEEDS = {"000": ("connectify",), "001": ("yu",), "002": ("kth",), "003": ("survey", "jitter"), "004": ("bolina",)}
@@ -41,14 +42,14 @@ def test_there_are_presets_for_every_seed() -> None:
 
 @pytest.mark.parametrize("name", ALL)
 def test_every_preset_loads_and_plans(name: str) -> None:
-    s = presets.get(name)
+    s = get_preset(name)
     assert s.name == name
     assert plan(s)
 
 
 @pytest.mark.parametrize("name", ALL)
 def test_every_preset_has_at_least_five_repeats_or_is_a_named_exception(name: str) -> None:
-    s = presets.get(name)
+    s = get_preset(name)
     if name in FEWER_REPEATS:
         assert not name.startswith(PREFIXES), f"{name} follows a seed: it needs repeats >= 5"
         assert s.repeats == FEWER_REPEATS[name], f"{name}: repeats changed; update FEWER_REPEATS or make it >= 5"

@@ -14,10 +14,10 @@ from lab import config
 from lab.errors import UsageError
 from lab.link import linkem
 from lab.link.spec import parse_link, read_trace, recorded_pairs
-from lab.plan import presets
 from lab.plan.plan import plan, points
+from tests.shared_files import LTE_PAIRS, get_preset
 
-SHARED = ("ATT-LTE-driving-2016", "TMobile-LTE-short")
+SHARED = LTE_PAIRS
 
 
 @pytest.fixture
@@ -69,15 +69,8 @@ def test_a_record_keeps_a_trace_as_its_count_period_and_digest(traces_dir: Path)
     assert linkem.record_json(plain) == linkem.to_json(plain)
 
 
-def _shared_or_fail() -> None:
-    missing = [n for n in SHARED if not (config.TRACES_DIR / f"{n}.down").is_file()]
-    if missing:
-        pytest.fail(f"the shared LTE traces {missing} are not in {config.TRACES_DIR} (../shared beside the clone)")
-
-
 def test_the_cellular_preset_runs_both_lte_traces_in_their_directions() -> None:
-    _shared_or_fail()
-    s = presets.get("cellular")
+    s = get_preset("cellular")
     pts = points(s)
     assert sorted((p.label.split()[0], p.size) for p in pts) == sorted(
         (f"traces={n}", size) for n in SHARED for size in (10**6, 10**7))
