@@ -16,8 +16,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def bench(
         what: Annotated[str, typer.Argument(help="What to benchmark: link (the emulator), overhead (the lab's "
-                                                 "per-run cost around small transfers) or parallel (one plan "
-                                                 "over 1, 2, 3, 4 labs).")] = "link",
+                                                 "per-run cost around small transfers), parallel (one plan "
+                                                 "over 1, 2, 3, 4 labs) or startup (launch to a sweep's "
+                                                 "first run).")] = "link",
         seconds: Annotated[float, typer.Option(help="Duration of each measurement.")] = 5.0,
         rounds: Annotated[int, typer.Option(help="Forwarding rounds: kernel, linkem (and linkem with threaded NAPI "
                                                  "when the router has it), in rotating order; for "
@@ -31,16 +32,22 @@ def register(app: typer.Typer) -> None:
                                                "including 1.")] = "1,2,3,4",
         against: Annotated[Path | None, typer.Option(help="parallel: judge every sweep against this committed "
                                                           "sweep folder too (quiclab compare's verdicts).")] = None,
+        sweeps: Annotated[int, typer.Option(help="startup: sweeps in a row (the first measures the start-up "
+                                                 "facts, the others reuse them).")] = 4,
     ) -> None:
-        """Benchmark the link emulator or the per-run overhead (results/bench/; see docs/benchmarks.md)."""
+        """Benchmark the link emulator, the per-run overhead, parallel labs or the start-up (results/bench/; see
+        docs/benchmarks.md)."""
         if what == "overhead":
             _overhead(size, rounds, repeats)
             return
         if what == "parallel":
             _parallel(preset, labs, against)
             return
+        if what == "startup":
+            _startup(sweeps)
+            return
         if what != "link":
-            raise UsageError(f"unknown benchmark {what!r}: allowed are link, overhead, parallel")
+            raise UsageError(f"unknown benchmark {what!r}: allowed are link, overhead, parallel, startup")
         if not 1 <= seconds <= 120:
             raise UsageError(f"invalid --seconds {seconds:g}: allowed is 1..120")
         if not 1 <= rounds <= 20:
@@ -145,3 +152,20 @@ def _parallel(preset: str, labs: str, against: Path | None) -> None:
                    right=["wall s", "x N=1"])
     (out / "parallel.json").write_text(parallel.to_json(figures))
     terminal.success(f"written {out.relative_to(config.ROOT)}/parallel.json")
+
+
+def _startup(sweeps: int) -> None:
+    from lab.bench import startup
+
+    if not 2 <= sweeps <= 20:
+        raise UsageError(f"invalid --sweeps {sweeps}: allowed is 2..20")
+    lab.require_up()
+    out = config.ROOT / "results" / "bench" / f"startup-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    with terminal.status(f"start-up: {sweeps} sweeps of `quiclab sweep {startup.PRESET}` in a row (the cached "
+                         "start-up facts cleared first)"):
+        figures = startup.run(out, sweeps)
+    terminal.table("launch to a sweep's first run", ["sweep", "start-up facts", "launch to first run s"],
+                   [[str(f.sweep), "reused (cache)" if f.reused else "measured", f"{f.first_run_s:.2f}"]
+                    for f in figures], right=["launch to first run s"])
+    (out / "startup.json").write_text(startup.to_json(figures))
+    terminal.success(f"written {out.relative_to(config.ROOT)}/startup.json")

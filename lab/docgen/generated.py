@@ -6,7 +6,7 @@
 - docs/architecture.md: its layers diagram (block `layers`, lab/docgen/architecture.py, from lab/layers.py);
 - docs/explain.md: its worked examples' blocks `<!-- generated from SRC -->` (lab/explain/example.py);
 - docs/benchmarks.md: its blocks `<!-- generated from SRC -->`, each a benchmark's committed json rendered by that
-  benchmark's own `markdown` (lab/bench/parallel.py, lab/bench/overhead.py);
+  benchmark's own `markdown` (lab/bench/parallel.py, startup.py, overhead.py);
 - results/reference/PRESET/summary.md of every sweep folder (what `quiclab report` writes there): their statistics
   depend on more than their own runs.csv (the Reno check's threshold comes from validate-reno), so a re-run of one
   folder can change another's.
@@ -32,15 +32,17 @@ _FROM = re.compile(r"<!-- generated from (\S+) -->\n(.*?)<!-- end generated -->"
 
 def _benchmark(src: str, root: Path) -> str:
     """One docs/benchmarks.md block from its committed json, by the benchmark that wrote it."""
-    from lab.bench import overhead, parallel  # numpy: only when the docs are generated
+    from lab.bench import overhead, parallel, startup  # numpy: only when the docs are generated
 
     path = root / src
     if path.name == "parallel.json":
         return parallel.markdown(parallel.load(path))
+    if path.name == "startup.json":
+        return startup.markdown(startup.load(path))
     if path.name.startswith("overhead-") and path.suffix == ".json":
         return overhead.markdown(*overhead.load(path))
-    raise UsageError(f"docs/benchmarks.md: no benchmark renders {src!r} (allowed: a bench parallel's parallel.json "
-                     "or a bench overhead's overhead-SIZE.json)")
+    raise UsageError(f"docs/benchmarks.md: no benchmark renders {src!r} (allowed: a bench parallel's parallel.json, "
+                     "a bench startup's startup.json or a bench overhead's overhead-SIZE.json)")
 
 
 def fill_blocks(text: str, render: Callable[[str], str], path: Path) -> str:

@@ -42,3 +42,17 @@ def test_the_committed_older_benchmark_still_renders_without_a_reference_column(
     text = parallel.markdown(figs)
     assert parallel.baseline(figs).labs == 1 and "points equivalent to results" not in text
     assert [line.split("|")[1].strip() for line in text.splitlines()[2:]] == ["1", "2", "3", "4"]
+
+
+def test_startup_table_says_which_sweep_measured_the_facts(tmp_path, monkeypatch):
+    from lab.bench import startup
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (tmp_path / "quiclab").mkdir()
+    for name in ("startup-a.json", "startup-b.json", "health.json"):
+        (tmp_path / "quiclab" / name).write_text("{}")
+    assert startup.clear_cache() == 2 and [p.name for p in (tmp_path / "quiclab").iterdir()] == ["health.json"]
+    figs = [startup.StartupFigures(1, "a", 8.744, False), startup.StartupFigures(2, "b", 1.8, True)]
+    (tmp_path / "s.json").write_text(startup.to_json(figs))
+    assert startup.markdown(startup.load(tmp_path / "s.json")).splitlines()[2:] == [
+        "| 1 | measured | 8.74 |", "| 2 | reused (cache) | 1.80 |"]
