@@ -6,14 +6,16 @@ result, right-censored at its own end. Each is diagnosed from what its folder ho
 
 1. **captured**: the run has `evidence/<run>/explain.json` (lab/explain), or its committed re-run with the same link
    seed (a results/reference/RERUN_PREFIX* folder) ended censored too and has one: its reasons are the diagnosis.
-2. **resent**: at least RESENT_FACTOR times the delivered bytes crossed the link toward the client (runs.csv
-   wire_down_bytes) while the link dropped at most DROPPED_AT_MOST of the packets put on it: the sender re-sent data
-   that had not been lost.
-3. **stalled**: the link's time for the bytes it carried toward the client (wire_down_bytes x 8 / rate) is below
-   IDLE_BELOW of the run: the link sat idle, so the sender had stopped sending for most of the run.
-4. **link**: that link time is at least BUSY_FROM of the run: the link was busy throughout; its rate and loss, not a
-   stall, made the transfer outlast its timeout.
-5. **text**: none of the above can be judged (no link counters or an unshaped link): the error text alone.
+2. **resent**: at least RESENT_FACTOR times the delivered bytes, and more than the whole object, crossed the link
+   toward the client (runs.csv wire_down_bytes) while the link dropped at most DROPPED_AT_MOST of the packets put on
+   it: the sender re-sent data that had not been lost.
+3. **stalled**: the connection was made (a handshake time, or bytes delivered) and the link's time for the bytes it
+   carried toward the client (wire_down_bytes x 8 / rate) is below IDLE_BELOW of the run: the link sat idle, so the
+   sender was silent for most of the run.
+4. **link**: the run timed out (its status, or curl's exit code 28) with that link time at least BUSY_FROM of the
+   run: the link was busy throughout; its rate and loss, not a stall, made the transfer outlast its timeout.
+5. **text**: none of the above (no link counters, an unshaped link, no connection, or a failure other than a
+   timeout on a busy link): the error text alone.
 
 Every diagnosis also says how the run ended (its status, error text with curl's meaning of its exit code, the share
 of the bytes delivered), what the link dropped by cause, the client's own receive-buffer drops, the fidelity guard's
@@ -71,11 +73,12 @@ KINDS = {"captured": "explained from its capture",
 SETTLED = ("captured", "link")
 RULES = ("Each censored run (failed or timed out, censored at its own end in every figure) is diagnosed from its own "
          "evidence by the first rule that applies: **captured** (its `evidence/*/explain.json` gives the reasons); "
-         f"**resent** (at least {RESENT_FACTOR:g}x the delivered bytes crossed the link toward the client while the "
-         f"link dropped at most {DROPPED_AT_MOST:.0%} of the packets put on it); **stalled** (the link time of the "
-         f"bytes it carried toward the client, wire bytes x 8 / rate, is below {IDLE_BELOW:.0%} of the run: the "
-         f"link sat idle); **link** (that link time is at least {BUSY_FROM:.0%} of the run: the link's rate and loss "
-         "made the transfer outlast its timeout); else **the error text** alone. Captured and link settle the "
+         f"**resent** (at least {RESENT_FACTOR:g}x the delivered bytes, and more than the whole object, crossed the "
+         f"link toward the client while the link dropped at most {DROPPED_AT_MOST:.0%} of the packets put on it); "
+         f"**stalled** (the connection was made, and the link time of the bytes it carried toward the client, wire "
+         f"bytes x 8 / rate, is below {IDLE_BELOW:.0%} of the run: the link sat idle); **link** (the run timed out "
+         f"with that link time at least {BUSY_FROM:.0%} of the run: the link's rate and loss made the transfer "
+         "outlast its timeout); else **the error text** alone. Captured and link settle the "
          "cause; for the others only a capture shows why, so each names the command that re-runs its (point, "
          "repeat) group with the same link seed, captured (`quiclab sweep --shard` of that group; the sweep writes "
          f"each run's explain.json at its end; published as `results/reference/{RERUN_PREFIX}PRESET-KofG/`, what the "
@@ -202,17 +205,24 @@ def kind_of(r: RunRecord, explained: Explanation | None) -> str:
     """The first rule of the module's docstring that applies."""
     if explained is not None and explained.status == "explained":
         return "captured"
-    if r.wire_down_bytes is not None and r.link_down_sent_pkts:
+    wire = r.wire_down_bytes
+    if wire is not None and r.link_down_sent_pkts:
         dropped = (r.link_down_loss_drops or 0) + (r.link_down_queue_drops or 0)
-        if r.wire_down_bytes >= RESENT_FACTOR * max(r.bytes, 1) and dropped <= DROPPED_AT_MOST * r.link_down_sent_pkts:
+        if (wire >= RESENT_FACTOR * r.bytes and wire > r.size_bytes
+                and dropped <= DROPPED_AT_MOST * r.link_down_sent_pkts):
             return "resent"
     busy, t = link_time_s(r), end_s(r)
     if busy is not None and t:
-        if busy < IDLE_BELOW * t:
+        if busy < IDLE_BELOW * t and (r.handshake_s is not None or r.bytes > 0):
             return "stalled"
-        if busy >= BUSY_FROM * t:
+        if busy >= BUSY_FROM * t and timed_out(r):
             return "link"
     return "text"
+
+
+def timed_out(r: RunRecord) -> bool:
+    """The run timed out: its status says so, or curl's exit code 28 (a multi-object run's object) does."""
+    return r.status == "timeout" or re.search(r"exit code 28\b", r.failure) is not None
 
 
 @dataclass(frozen=True)

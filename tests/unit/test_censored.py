@@ -68,7 +68,7 @@ def test_data_crossing_the_link_many_times_without_drops_is_resent_data() -> Non
     assert d.kind == "resent" and not d.settled and d.rerun == CMD
     assert "(5.7x)" in d.reason and "jitter 20 ms, reorder on" in d.reason
     # the same bytes with the link dropping more than 1 % of what it was given: not "resent" (the link's busy share)
-    assert kind_of(record(total_s=8.0, wire_down_bytes=34_000_000, bytes=6_000_000, rate_bps=40e6,
+    assert kind_of(record(total_s=8.0, wire_down_bytes=34_000_000, bytes=6_000_000, rate_bps=40e6, status="timeout",
                           link_down_sent_pkts=28000, link_down_loss_drops=300), None) == "link"
 
 
@@ -80,6 +80,19 @@ def test_a_capture_explanation_comes_first_and_settles_it() -> None:
     assert "its capture says: the server stopped after a key update; second" in d.reason
     not_explained = Explanation.unexplainable("3/h3/curl/nginx/1", "h3", "no pcap")
     assert diagnose(record(), explained=not_explained).kind == "stalled"
+
+
+def test_a_refused_connection_is_no_stall_and_a_busy_link_without_a_timeout_is_not_the_links_rate() -> None:
+    refused = record(handshake_s=None, ttfb_s=None, bytes=0, wire_down_bytes=3000, total_s=0.05,
+                     failure="client exit code 7: Failed to connect")
+    assert kind_of(refused, None) == "text"
+    assert "curl: could not connect" in diagnose(refused).reason
+    assert kind_of(record(handshake_s=None, bytes=10), None) == "stalled"  # bytes came: a connection was made
+    busy = {"wire_down_bytes": 70_000_000, "bytes": 65_000_000, "size_bytes": 100_000_000}
+    assert kind_of(record(**busy), None) == "text"  # failed ("shut down") on a busy link: not a timeout
+    assert kind_of(record(failure="object 1: curl exit code 28", **busy), None) == "link"
+    # a handshake's few kB on the wire for nothing delivered: not re-sent data (less than the object crossed)
+    assert kind_of(record(bytes=0, wire_down_bytes=9000, link_down_loss_drops=0, total_s=0.5), None) == "stalled"
 
 
 def test_without_link_counters_only_the_error_text_is_left() -> None:
@@ -143,11 +156,17 @@ def _kind(row: dict[str, str]) -> str:
     wire, sent, rate = num("wire_down_bytes"), num("link_down_sent_pkts"), num("rate_bps")
     end = num("total_s") or num("page_time_s") or num("timeout_s")
     dropped = (num("link_down_loss_drops") or 0) + (num("link_down_queue_drops") or 0)
-    if wire is not None and sent and wire >= 2 * max(int(row["bytes"]), 1) and dropped <= 0.01 * sent:
+    delivered, size = int(row["bytes"]), int(row["size_bytes"])
+    if wire is not None and sent and wire >= 2 * delivered and wire > size and dropped <= 0.01 * sent:
         return "resent"
+    connected = bool(row["handshake_s"]) or delivered > 0
+    timed_out = row["status"] == "timeout" or "exit code 28" in row["failure"]
     if wire is not None and rate and end:
         share = wire * 8 / rate / end
-        return "stalled" if share < 0.5 else "link" if share >= 0.8 else "text"
+        if share < 0.5 and connected:
+            return "stalled"
+        if share >= 0.8 and timed_out:
+            return "link"
     return "text"
 
 
