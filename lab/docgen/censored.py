@@ -68,7 +68,7 @@ CURL_EXIT = {6: "could not resolve the host", 7: "could not connect", 28: "opera
 KINDS = {"captured": "explained from its capture",
          "resent": "data re-sent though the link dropped almost none",
          "stalled": "the sender stalled (the link sat idle)",
-         "link": "the link's rate and loss outlasted the timeout",
+         "link": "the link's rate and loss: the transfer outlasted its timeout",
          "text": "the error text alone"}
 SETTLED = ("captured", "link")
 RULES = ("Each censored run (failed or timed out, censored at its own end in every figure) is diagnosed from its own "
@@ -123,12 +123,12 @@ def first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
-def exit_meaning(failure: str) -> str:
-    """The failure's first line, with curl's meaning of the exit code it names."""
+def exit_meaning(failure: str, client: str = "curl") -> str:
+    """The failure's first line, with curl's meaning of the exit code it names (only for a curl client's code)."""
     line = first_line(failure)
-    m = re.search(r"curl exit code (\d+)|client exit code (\d+)", line)
-    code = int(m.group(1) or m.group(2)) if m else None
-    meaning = CURL_EXIT.get(code) if code is not None else None
+    m = re.search(r"curl exit code (\d+)", line) or (re.search(r"client exit code (\d+)", line)
+                                                      if client.startswith("curl") else None)
+    meaning = CURL_EXIT.get(int(m.group(1))) if m else None
     return f"{line} (curl: {meaning})" if meaning and meaning.lower() not in line.lower() else line
 
 
@@ -170,7 +170,7 @@ def ended(r: RunRecord, objects: Sequence[ObjectRow] = ()) -> str:
     limit = f" (its timeout {r.timeout_s:.0f} s)" if r.timeout_s is not None else ""
     head = (f"timed out {when}{limit} with {share} delivered" if r.status == "timeout"
             else f"failed {when}{limit} with {share} delivered")
-    out = f"{head}: {exit_meaning(r.failure)}"
+    out = f"{head}: {exit_meaning(r.failure, r.client)}"
     bad = [o for o in objects if not o.ok]
     if bad:
         o = bad[0]

@@ -108,6 +108,8 @@ def test_the_exit_code_gets_curls_meaning_once() -> None:
     timed = "client exit code 28: Operation timed out after 60001 milliseconds"
     assert exit_meaning(timed) == timed  # the text already says it
     assert exit_meaning("client exit code 3: odd\nsecond line") == "client exit code 3: odd"
+    assert exit_meaning("client exit code 56: closed", "gtlsclient") == "client exit code 56: closed"  # not curl's
+    assert exit_meaning("client exit code 56: closed", "curl-sid").endswith("(curl: failure receiving network data)")
 
 
 def test_heavy_queue_drops_rcvbuf_drops_and_the_host_flag_are_named() -> None:
