@@ -50,9 +50,10 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
      "once), probes, transfer, workload runner, sender congestion control, the sweep's lifecycle, a lab session, "
      "parallel labs, the rounds of a sweep run until decided, environment facts, startup cache, host load, "
      "reproduce"),
-    (("lab.bench", "lab.docgen"),
-     "benchmarks; the generated docs (`quiclab docs`: seed atlas, its verdicts and censored runs, blocks, this "
-     "diagram)"),
+    (("lab.bench",), "benchmarks: each runs real sweeps or the real link and renders its own table"),
+    (("lab.docgen",),
+     "the generated docs (`quiclab docs`: seed atlas, its verdicts and censored runs, blocks, the benchmarks' "
+     "tables, this diagram)"),
     (("lab.cli",), "the commands (typer + rich): parse, validate, print; only the entry point imports them"),
     (("lab.__main__",), "the entry point"),
 )

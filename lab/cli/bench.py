@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,8 +16,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def bench(
         what: Annotated[str, typer.Argument(help="What to benchmark: link (the emulator), overhead (the lab's "
-                                                 "per-run cost around small transfers) or parallel (one plan "
-                                                 "over 1, 2, 3, 4 labs).")] = "link",
+                                                 "per-run cost around small transfers), parallel (one plan "
+                                                 "over 1, 2, 3, 4 labs) or startup (launch to a sweep's "
+                                                 "first run).")] = "link",
         seconds: Annotated[float, typer.Option(help="Duration of each measurement.")] = 5.0,
         rounds: Annotated[int, typer.Option(help="Forwarding rounds: kernel, linkem (and linkem with threaded NAPI "
                                                  "when the router has it), in rotating order; for "
@@ -24,16 +26,28 @@ def register(app: typer.Typer) -> None:
                                                  "exec).")] = 3,
         size: Annotated[str, typer.Option(help="overhead: object size.")] = "10kB",
         repeats: Annotated[int, typer.Option(help="overhead: repeats per protocol in each sweep.")] = 10,
+        preset: Annotated[str, typer.Option(help="parallel: the plan swept with each number of labs.")]
+        = "parallel-check",
+        labs: Annotated[str, typer.Option(help="parallel: the --parallel values swept in turn (N or auto), "
+                                               "including 1.")] = "1,2,3,4",
+        against: Annotated[Path | None, typer.Option(help="parallel: judge every sweep against this committed "
+                                                          "sweep folder too (quiclab compare's verdicts).")] = None,
+        sweeps: Annotated[int, typer.Option(help="startup: sweeps in a row (the first measures the start-up "
+                                                 "facts, the others reuse them).")] = 4,
     ) -> None:
-        """Benchmark the link emulator or the per-run overhead (results/bench/; see docs/benchmarks.md)."""
+        """Benchmark the link emulator, the per-run overhead, parallel labs or the start-up (results/bench/; see
+        docs/benchmarks.md)."""
         if what == "overhead":
             _overhead(size, rounds, repeats)
             return
         if what == "parallel":
-            _parallel()
+            _parallel(preset, labs, against)
+            return
+        if what == "startup":
+            _startup(sweeps)
             return
         if what != "link":
-            raise UsageError(f"unknown benchmark {what!r}: allowed are link, overhead, parallel")
+            raise UsageError(f"unknown benchmark {what!r}: allowed are link, overhead, parallel, startup")
         if not 1 <= seconds <= 120:
             raise UsageError(f"invalid --seconds {seconds:g}: allowed is 1..120")
         if not 1 <= rounds <= 20:
@@ -115,19 +129,43 @@ def _overhead(size: str, rounds: int, repeats: int) -> None:
     terminal.success(f"written {out.relative_to(config.ROOT)}")
 
 
-def _parallel() -> None:
+def _parallel(preset: str, labs: str, against: Path | None) -> None:
     from lab.bench import parallel  # numpy (the verdicts): only when the benchmark runs
+    from lab.plan import presets
 
+    counts = parallel.parse_labs(labs)
+    preset = presets.resolve(preset)  # an unknown preset: the sweep's own one-line error, before any lab work
+    if against is not None and not (against / "runs.csv").is_file():
+        raise UsageError(f"invalid --against {str(against)!r}: allowed is a sweep folder (with runs.csv)")
     lab.require_up()
     stamp = f"{dt.datetime.now():%Y%m%d-%H%M%S}"
     out = config.ROOT / "results" / "bench" / f"parallel-{stamp}"
-    terminal.info(f"{parallel.PRESET} with --parallel 1, 2, 3, 4 in turn (a few minutes each) -> {out}")
-    figures = parallel.run([1, 2, 3, 4], out)
-    one = next(f for f in figures if f.labs == 1)
-    rows = [[str(f.labs), f"{f.wall_s:.0f}", f"{f.wall_s / one.wall_s:.2f}", f"{f.ok}/{f.runs}",
-             str(f.host_bound_attempts), f.points_equivalent or "-", f.vs_one or "-"] for f in figures]
-    terminal.table(f"{parallel.PRESET}: one plan over N labs, side by side",
+    terminal.info(f"{preset} with --parallel {', '.join(counts)} in turn -> {out}")
+    figures = parallel.run(counts, out, preset, against)
+    one = parallel.baseline(figures)
+    rows = [[f.label, f"{f.wall_s:.0f}", f"{f.wall_s / one.wall_s:.2f}", f"{f.ok}/{f.runs}",
+             str(f.host_bound_attempts), f.points_equivalent or "-", f.vs_one or "-",
+             f.vs_reference or "-"] for f in figures]
+    terminal.table(f"{preset}: one plan over N labs, side by side",
                    ["labs", "wall s", "x N=1", "ok", "host-bound set aside", "points equivalent to N=1",
-                    "verdicts vs N=1"], rows, right=["wall s", "x N=1"])
+                    "verdicts vs N=1", f"verdicts vs {against}" if against else "vs a reference"], rows,
+                   right=["wall s", "x N=1"])
     (out / "parallel.json").write_text(parallel.to_json(figures))
     terminal.success(f"written {out.relative_to(config.ROOT)}/parallel.json")
+
+
+def _startup(sweeps: int) -> None:
+    from lab.bench import startup
+
+    if not 2 <= sweeps <= 20:
+        raise UsageError(f"invalid --sweeps {sweeps}: allowed is 2..20")
+    lab.require_up()
+    out = config.ROOT / "results" / "bench" / f"startup-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    with terminal.status(f"start-up: {sweeps} sweeps of `quiclab sweep {startup.PRESET}` in a row (the cached "
+                         "start-up facts cleared first)"):
+        figures = startup.run(out, sweeps)
+    terminal.table("launch to a sweep's first run", ["sweep", "start-up facts", "launch to first run s"],
+                   [[str(f.sweep), "reused (cache)" if f.reused else "measured", f"{f.first_run_s:.2f}"]
+                    for f in figures], right=["launch to first run s"])
+    (out / "startup.json").write_text(startup.to_json(figures))
+    terminal.success(f"written {out.relative_to(config.ROOT)}/startup.json")

@@ -5,6 +5,8 @@
   (lab/docgen/blocks.py), the rest of those files written by hand;
 - docs/architecture.md: its layers diagram (block `layers`, lab/docgen/architecture.py, from lab/layers.py);
 - docs/explain.md: its worked examples' blocks `<!-- generated from SRC -->` (lab/explain/example.py);
+- docs/benchmarks.md: its blocks `<!-- generated from SRC -->`, each a benchmark's committed json rendered by that
+  benchmark's own `markdown` (lab/bench/parallel.py, startup.py, overhead.py);
 - results/reference/PRESET/summary.md of every sweep folder (what `quiclab report` writes there): their statistics
   depend on more than their own runs.csv (the Reno check's threshold comes from validate-reno), so a re-run of one
   folder can change another's.
@@ -23,6 +25,24 @@ from lab.explain import example
 from lab.report.report import load_sweep, summary_text
 
 _BLOCK = re.compile(r"(<!-- generated: ([a-z0-9-]+) -->\n)(.*?)(<!-- end generated: \2 -->)", re.DOTALL)
+
+
+_FROM = re.compile(r"<!-- generated from (\S+) -->\n(.*?)<!-- end generated -->", re.S)
+
+
+def _benchmark(src: str, root: Path) -> str:
+    """One docs/benchmarks.md block from its committed json, by the benchmark that wrote it."""
+    from lab.bench import overhead, parallel, startup  # numpy: only when the docs are generated
+
+    path = root / src
+    if path.name == "parallel.json":
+        return parallel.markdown(parallel.load(path))
+    if path.name == "startup.json":
+        return startup.markdown(startup.load(path))
+    if path.name.startswith("overhead-") and path.suffix == ".json":
+        return overhead.markdown(*overhead.load(path))
+    raise UsageError(f"docs/benchmarks.md: no benchmark renders {src!r} (allowed: a bench parallel's parallel.json, "
+                     "a bench startup's startup.json or a bench overhead's overhead-SIZE.json)")
 
 
 def fill_blocks(text: str, render: Callable[[str], str], path: Path) -> str:
@@ -49,6 +69,9 @@ def outputs(root: Path = config.ROOT) -> dict[Path, str]:
                             arch)
     explain_md = root / "docs" / "explain.md"
     out[explain_md] = example.fill(explain_md.read_text(encoding="utf-8"), root)
+    bench_md = root / "docs" / "benchmarks.md"
+    out[bench_md] = _FROM.sub(lambda m: f"<!-- generated from {m.group(1)} -->\n{_benchmark(m.group(1), root)}"
+                                        "<!-- end generated -->", bench_md.read_text(encoding="utf-8"))
     for folder in sorted(p for p in reference.iterdir() if (p / "summary.md").is_file()):
         records, manifest = load_sweep(folder)
         if folder.name == manifest.get("preset"):  # a sweep folder (benchmark folders have their own reports)
