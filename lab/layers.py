@@ -55,7 +55,9 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
      "reproduce, the calibration search's lab measure"),
     (("lab.bench",), "benchmarks: each runs real sweeps or the real link and renders its own table (the link, "
                      "overhead, parallel labs, start-up, calibration against hidden links)"),
-    (("lab.docgen",), "the generated docs (`quiclab docs`: seed atlas, blocks, the benchmarks' tables, this diagram)"),
+    (("lab.docgen",),
+     "the generated docs (`quiclab docs`: seed atlas, its verdicts and censored runs, blocks, the benchmarks' "
+     "tables, this diagram)"),
     (("lab.cli",), "the commands (typer + rich): parse, validate, print; only the entry point imports them"),
     (("lab.__main__",), "the entry point"),
 )
