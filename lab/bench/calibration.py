@@ -59,6 +59,7 @@ def _hidden_side(spec: dict[str, Any]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     link = HiddenLink(**spec["link"])
     with lock.holding("quiclab bench calibrate (the hidden link)"):
+        calibration.check_allowed({cc: Sender(cc, "down", SECONDS) for cc in (*MEASURED, HELD_OUT)})
         try:
             shaper.apply(parse_link(*link.tables()), "linkem")
             (folder / PING).write_text(calibration.user_ping())
