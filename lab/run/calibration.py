@@ -1,13 +1,14 @@
 """The lab's `measure` for the calibration search (lab/calibrate/search.py `Measure`): each candidate link put in
 force on this process's lab (QUICLAB_INSTANCE), then every measured sender run through it, one after the other.
 
-A sender (lab/calibrate/senders.py) is iperf3 with its congestion control, for as long as the user's run: an
-`iperf3 -s -1` in the receiving container (the client's for a download), `iperf3 -c ... -C CC -t S --json` in the
-sending one, whose JSON (the sender's side: its smoothed RTT per interval) is read by the same reader as the user's
-(lab/calibrate/tools.py) and reduced by the same rule (senders.observed). A candidate iperf3 could not measure (its
-own error, e.g. no connection through a 50 % loss link) is None: censored by the search, never chosen. The lab
-failing (Docker, a container gone) raises: the search stops, nothing is recorded as a result. Every process is
-named `qlc-<tag>-...` and stopped in a `finally` (Ctrl-C too): nothing is left running.
+A sender (lab/calibrate/senders.py) is a download by iperf3 with its congestion control, for as long as the user's
+run, recorded as a user records it: `iperf3 -c SERVER -R -C CC -t S --json --get-server-output` in the client
+(against a one-off `iperf3 -s -1` in the server's container), so the file holds the receiver's rates and the
+sender's RTT per interval; it is read by the same reader as the user's files (lab/calibrate/tools.py) and reduced
+by the same rule (senders.observed). A candidate iperf3 could not measure (its own error, e.g. no connection
+through a 50 % loss link) is None: censored by the search, never chosen. The lab failing (Docker, a container
+gone) raises: the search stops, nothing is recorded as a result. Every process is named `qlc-<tag>-...` and
+stopped in a `finally` (Ctrl-C too): nothing is left running.
 """
 
 from __future__ import annotations
@@ -29,24 +30,10 @@ from lab.link import shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link
 
-PORT = 5399
+PORT = 5399  # the lab senders' one-off server
+USER_PORT = 5201  # the server container's own iperf3 (images/server/entrypoint.sh): what a user downloads from
 _LISTEN_TIMEOUT_S = 10.0
 _SLACK_S = 30.0  # beyond the sender's own time: connection set-up, iperf3's end exchange
-
-
-@dataclass(frozen=True)
-class Ends:
-    """Who sends and who receives for a direction: (sending container, receiving container, receiver address)."""
-
-    sender: str
-    receiver: str
-    address: str
-
-
-def ends(direction: str) -> Ends:
-    if direction == "down":
-        return Ends(config.SERVER_CONTAINER, config.CLIENT_CONTAINER, config.CLIENT_IP)
-    return Ends(config.CLIENT_CONTAINER, config.SERVER_CONTAINER, config.SERVER_IP)
 
 
 def named(name: str, argv: list[str]) -> list[str]:
@@ -55,12 +42,14 @@ def named(name: str, argv: list[str]) -> list[str]:
 
 
 def receiver_argv(port: int = PORT) -> list[str]:
+    """The one-off server a lab sender downloads from (in the server's container)."""
     return ["iperf3", "-s", "-1", "-p", str(port)]
 
 
-def sender_argv(s: Sender, address: str, port: int = PORT) -> list[str]:
-    return ["iperf3", "-c", address, "-p", str(port), "-C", s.cc, "-t", str(s.seconds), "--json",
-            "--connect-timeout", "3000"]
+def download_argv(s: Sender, port: int = USER_PORT) -> list[str]:
+    """A download as a user runs it in the client: the server sends with `s.cc`, its side in the JSON too."""
+    return ["iperf3", "-c", config.SERVER_IP, "-p", str(port), "-R", "-C", s.cc, "-t", str(s.seconds), "--json",
+            "--get-server-output", "--connect-timeout", "3000"]
 
 
 def sender_json(out: str, s: Sender) -> Observed | None:
@@ -103,37 +92,42 @@ class LabMeasure:
 
 
 def check_allowed(senders: Mapping[str, Sender]) -> None:
-    """Every sender's congestion control is one the sending container may choose (EnvironmentProblem naming the
-    sysctl otherwise: scripts/setup.sh extends it)."""
-    for way in sorted({s.direction for s in senders.values()}):
-        container = ends(way).sender
-        allowed = docker.exec_in(container, ["cat", "/proc/sys/net/ipv4/tcp_allowed_congestion_control"]).split()
-        missing = sorted(s.cc for s in senders.values() if s.direction == way and s.cc not in allowed)
-        if missing:
-            raise EnvironmentProblem(f"the calibration's senders need {', '.join(missing)}, which the host does not "
-                                     f"let endpoints choose (net.ipv4.tcp_allowed_congestion_control = "
-                                     f"{' '.join(allowed)!r}; scripts/setup.sh extends it)")
+    """Every sender's congestion control is one the server's container (the sender of a download) may choose
+    (EnvironmentProblem naming the sysctl otherwise: scripts/setup.sh extends it)."""
+    allowed = docker.exec_in(config.SERVER_CONTAINER,
+                             ["cat", "/proc/sys/net/ipv4/tcp_allowed_congestion_control"]).split()
+    missing = sorted({s.cc for s in senders.values()} - set(allowed))
+    if missing:
+        raise EnvironmentProblem(f"the calibration's senders need {', '.join(missing)}, which the host does not "
+                                 f"let endpoints choose (net.ipv4.tcp_allowed_congestion_control = "
+                                 f"{' '.join(allowed)!r}; scripts/setup.sh extends it)")
 
 
 def run_sender(s: Sender) -> Observed | None:
-    """One sender's run through the link in force: its observation, or None when iperf3 could not measure."""
-    e = ends(s.direction)
+    """One sender's download through the link in force: its observation, or None when iperf3 could not measure."""
     tag = f"qlc-{uuid.uuid4().hex[:10]}"
     try:
-        docker.exec_detached(e.receiver, named(f"{tag}-srv", receiver_argv()))
-        _wait_listening(e.receiver)
-        try:
-            out = docker.exec_in(e.sender, named(f"{tag}-snd", sender_argv(s, e.address)),
-                                 timeout_s=s.seconds + _SLACK_S)
-        except docker.DockerError as err:  # iperf3 exits 1 on its own errors, its JSON on stdout says which
-            if not err.stdout or '"error"' not in err.stdout:
-                raise
-            out = err.stdout
-        return sender_json(out, s)
+        docker.exec_detached(config.SERVER_CONTAINER, named(f"{tag}-srv", receiver_argv()))
+        _wait_listening(config.SERVER_CONTAINER)
+        return sender_json(download(s, PORT, tag), s)
     finally:
-        for container in (e.sender, e.receiver):
-            with contextlib.suppress(EnvironmentProblem):
-                docker.exec_in(container, ["pkill", "-f", tag], timeout_s=10)
+        with contextlib.suppress(EnvironmentProblem):
+            docker.exec_in(config.SERVER_CONTAINER, ["pkill", "-f", tag], timeout_s=10)
+
+
+def download(s: Sender, port: int, tag: str) -> str:
+    """The client's JSON of one download (iperf3's own error too: its JSON says which); the client's iperf3 stopped
+    afterwards whatever happened."""
+    try:
+        return docker.exec_in(config.CLIENT_CONTAINER, named(f"{tag}-dl", download_argv(s, port)),
+                              timeout_s=s.seconds + _SLACK_S)
+    except docker.DockerError as err:  # iperf3 exits 1 on its own errors, its JSON on stdout says which
+        if err.stdout and '"error"' in err.stdout:
+            return err.stdout
+        raise
+    finally:
+        with contextlib.suppress(EnvironmentProblem):
+            docker.exec_in(config.CLIENT_CONTAINER, ["pkill", "-f", tag], timeout_s=10)
 
 
 def _wait_listening(container: str) -> None:
@@ -173,20 +167,8 @@ def measure_on(tables: tuple[Table, Table, Table], sender: Sender) -> Observed |
 # --- measuring a path as a user would (the benchmark's hidden links) -------------------------------------------------
 
 def user_download(s: Sender) -> str:
-    """A download as a user records it from the client: `iperf3 -R` from the server's own iperf3 (port 5201), with
-    the server's (the sender's) side in the same JSON (--get-server-output)."""
-    tag = f"qlc-{uuid.uuid4().hex[:10]}"
-    argv = ["iperf3", "-c", config.SERVER_IP, "-R", "-C", s.cc, "-t", str(s.seconds), "--json", "--get-server-output",
-            "--connect-timeout", "3000"]
-    try:
-        return docker.exec_in(config.CLIENT_CONTAINER, named(f"{tag}-user", argv), timeout_s=s.seconds + _SLACK_S)
-    except docker.DockerError as err:  # iperf3's own error: its JSON says which (probe refuses it, naming it)
-        if err.stdout and '"error"' in err.stdout:
-            return err.stdout
-        raise
-    finally:
-        with contextlib.suppress(EnvironmentProblem):
-            docker.exec_in(config.CLIENT_CONTAINER, ["pkill", "-f", tag], timeout_s=10)
+    """A download as a user records it from the client, from the server's own iperf3 (port 5201)."""
+    return download(s, USER_PORT, f"qlc-{uuid.uuid4().hex[:10]}")
 
 
 def user_ping(count: int = 50) -> str:

@@ -81,11 +81,11 @@ def test_the_lab_reads_its_iperf3_run_by_the_users_rule() -> None:
         calibration.sender_json(iperf3_json("reno", RATES, rtts_ms=[30] * 10), s)
 
 
-def test_a_download_is_sent_from_the_servers_container_to_the_client() -> None:
-    e = calibration.ends("down")
-    assert (e.sender, e.receiver, e.address) == (config.SERVER_CONTAINER, config.CLIENT_CONTAINER, config.CLIENT_IP)
-    assert calibration.sender_argv(Sender("bbr", "down", 12), e.address) == [
-        "iperf3", "-c", config.CLIENT_IP, "-p", "5399", "-C", "bbr", "-t", "12", "--json", "--connect-timeout", "3000"]
+def test_the_lab_downloads_as_the_user_did_from_a_one_off_server() -> None:
+    assert calibration.download_argv(Sender("bbr", "down", 12), calibration.PORT) == [
+        "iperf3", "-c", config.SERVER_IP, "-p", "5399", "-R", "-C", "bbr", "-t", "12", "--json", "--get-server-output",
+        "--connect-timeout", "3000"]
+    assert calibration.download_argv(Sender("bbr", "down", 12))[4] == "5201"  # a user's: the server's own iperf3
     assert calibration.receiver_argv() == ["iperf3", "-s", "-1", "-p", "5399"]
     assert calibration.named("qlc-x-srv", ["iperf3", "-s"])[-3:] == ["qlc-x-srv", "iperf3", "-s"]
 
