@@ -5,8 +5,9 @@
   (lab/docgen/blocks.py), the rest of those files written by hand;
 - docs/architecture.md: its layers diagram (block `layers`, lab/docgen/architecture.py, from lab/layers.py);
 - docs/explain.md: its worked examples' blocks `<!-- generated from SRC -->` (lab/explain/example.py);
-- docs/benchmarks.md: its blocks `<!-- generated from SRC -->`, each a benchmark's committed json rendered by that
-  benchmark's own `markdown` (lab/bench/parallel.py, startup.py, overhead.py);
+- docs/benchmarks.md (and the README's overhead sentence): the blocks `<!-- generated from SRC -->`, each a
+  benchmark's committed json rendered by that benchmark's own `markdown` (lab/bench/parallel.py, startup.py,
+  overhead.py) or `sentence`;
 - results/reference/PRESET/summary.md of every sweep folder (what `quiclab report` writes there): their statistics
   depend on more than their own runs.csv (the Reno check's threshold comes from validate-reno), so a re-run of one
   folder can change another's.
@@ -41,8 +42,17 @@ def _benchmark(src: str, root: Path) -> str:
         return startup.markdown(startup.load(path))
     if path.name.startswith("overhead-") and path.suffix == ".json":
         return overhead.markdown(*overhead.load(path))
+    if path.name.startswith("overhead-") and (path / "overhead-10kB.json").is_file():  # the README's sentence
+        small, large = (overhead.load(path / f"overhead-{size}.json") for size in ("10kB", "10MB"))
+        return overhead.sentence(small[0], large[0], src)
     raise UsageError(f"docs/benchmarks.md: no benchmark renders {src!r} (allowed: a bench parallel's parallel.json, "
                      "a bench startup's startup.json or a bench overhead's overhead-SIZE.json)")
+
+
+def _fill_benchmarks(text: str, root: Path) -> str:
+    """`text` with every `<!-- generated from SRC -->` block rendered from its benchmark's committed data."""
+    return _FROM.sub(lambda m: f"<!-- generated from {m.group(1)} -->\n{_benchmark(m.group(1), root)}"
+                               "<!-- end generated -->", text)
 
 
 def fill_blocks(text: str, render: Callable[[str], str], path: Path) -> str:
@@ -63,15 +73,15 @@ def outputs(root: Path = config.ROOT) -> dict[Path, str]:
     out = {root / "docs" / "seeds.md": atlas_found.generate(root / "docs" / "seeds.toml", reference)}
     for rel in ("README.md", "docs/results.md"):
         path = root / rel
-        out[path] = fill_blocks(path.read_text(encoding="utf-8"), lambda name: blocks.render(name, reference), path)
+        out[path] = _fill_benchmarks(
+            fill_blocks(path.read_text(encoding="utf-8"), lambda name: blocks.render(name, reference), path), root)
     arch = root / "docs" / "architecture.md"
     out[arch] = fill_blocks(arch.read_text(encoding="utf-8"), lambda name: architecture.render(name, root / "lab"),
                             arch)
     explain_md = root / "docs" / "explain.md"
     out[explain_md] = example.fill(explain_md.read_text(encoding="utf-8"), root)
     bench_md = root / "docs" / "benchmarks.md"
-    out[bench_md] = _FROM.sub(lambda m: f"<!-- generated from {m.group(1)} -->\n{_benchmark(m.group(1), root)}"
-                                        "<!-- end generated -->", bench_md.read_text(encoding="utf-8"))
+    out[bench_md] = _fill_benchmarks(bench_md.read_text(encoding="utf-8"), root)
     for folder in sorted(p for p in reference.iterdir() if (p / "summary.md").is_file()):
         records, manifest = load_sweep(folder)
         if folder.name == manifest.get("preset"):  # a sweep folder (benchmark folders have their own reports)

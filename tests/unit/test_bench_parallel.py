@@ -56,3 +56,14 @@ def test_startup_table_says_which_sweep_measured_the_facts(tmp_path, monkeypatch
     (tmp_path / "s.json").write_text(startup.to_json(figs))
     assert startup.markdown(startup.load(tmp_path / "s.json")).splitlines()[2:] == [
         "| 1 | measured | 8.74 |", "| 2 | reused (cache) | 1.80 |"]
+
+
+def test_docs_fill_every_benchmark_block_from_its_data_and_refuse_an_unknown_source(tmp_path):
+    from lab.docgen import generated
+
+    text = ("a\n<!-- generated from results/reference/parallel-labs-20261124/parallel.json -->\nstale\n"
+            "<!-- end generated -->\nb\n")
+    filled = generated._fill_benchmarks(text, config.ROOT)
+    assert "stale" not in filled and "| 4 | 81 | 0.45 |" in filled
+    with pytest.raises(UsageError, match="no benchmark renders"):
+        generated._fill_benchmarks("<!-- generated from x/nope.json -->\n<!-- end generated -->", tmp_path)
