@@ -20,9 +20,21 @@ def test_the_parallel_labs_table_is_generated_from_its_committed_folder():
 
 
 def test_every_folder_the_parallel_figures_name_is_committed():
-    for f in parallel.load(config.ROOT / "results/reference/parallel-labs-20261124/parallel.json"):
-        folder = config.ROOT / f.folder
-        assert (folder / "runs.csv").is_file() and (folder / "manifest.json").is_file(), f.folder
+    found = sorted((config.ROOT / "results" / "reference").glob("*/parallel.json"))
+    assert len(found) >= 1
+    for path in found:
+        for f in parallel.load(path):
+            folder = config.ROOT / f.folder
+            assert (folder / "runs.csv").is_file() and (folder / "manifest.json").is_file(), f.folder
+            assert f.folder.startswith(f"results/reference/{path.parent.name}/"), f.folder
+
+
+def test_every_benchmark_folder_the_docs_cite_is_rendered_there():
+    """Each committed benchmark json (parallel, startup) appears in docs/benchmarks.md as its own generated table."""
+    blocks = {src for src, _ in BLOCK.findall(DOC.read_text())}
+    ref = config.ROOT / "results" / "reference"
+    for path in sorted([*ref.glob("*/parallel.json"), *ref.glob("*/startup.json")]):
+        assert str(path.relative_to(config.ROOT)) in blocks, path
 
 
 def test_the_explain_worked_example_is_generated_from_its_committed_folder():
