@@ -58,10 +58,25 @@ def test_the_explain_worked_example_is_generated_from_its_committed_folder():
 def test_the_per_run_overhead_figures_are_generated_from_their_committed_benchmark():
     from lab.bench import overhead
 
-    folder = "results/reference/overhead-20261124"
+    folder = "results/reference/overhead-20261126"
     small, large = (overhead.load(config.ROOT / folder / f"overhead-{s}.json") for s in ("10kB", "10MB"))
     docs = {src: text for src, text in BLOCK.findall(DOC.read_text())}
     assert docs[f"{folder}/overhead-10kB.json"] == overhead.markdown(*small)
     assert docs[f"{folder}/overhead-10MB.json"] == overhead.markdown(*large)
     readme = {src: text for src, text in BLOCK.findall((config.ROOT / "README.md").read_text())}
     assert readme[folder] == overhead.sentence(small[0], large[0], folder)
+
+
+def test_the_default_job_on_parallel_labs_meets_issue_32s_bound():
+    """The committed side-by-side run of the set-up's default job: `--parallel auto` at most 0.4x one lab's wall
+    time, no run flagged host-bound in either sweep, and no point that differs from the reference connectify-loss."""
+    import csv
+
+    figs = parallel.load(config.ROOT / "results/reference/default-job-20261126/parallel.json")
+    one, auto = parallel.baseline(figs), next(f for f in figs if f.requested == "auto")
+    assert auto.wall_s <= 0.4 * one.wall_s and auto.labs > 1
+    assert one.reference == auto.reference == "results/reference/connectify-loss"
+    for f in figs:
+        rows = list(csv.DictReader((config.ROOT / f.folder / "runs.csv").open()))
+        assert len(rows) == f.runs == f.ok and not any(r["host_bound"] for r in rows), f.folder
+        assert f.reference_any_differs is False and " 0 differ" in f.vs_reference
