@@ -11,14 +11,12 @@ results/reference/connectify-loss` times the set-up's default job (`sweep loss -
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from lab.errors import EnvironmentProblem, UsageError
+from lab.bench import launch
+from lab.errors import UsageError
 from lab.report.report import judge_sweeps
 from lab.results import store
 from lab.run.reproduce import point_share
@@ -51,17 +49,9 @@ class ParallelFigures:
 
 
 def _sweep(labs: str, out: Path, preset: str) -> ParallelFigures:
-    before = set(out.glob(f"*-{preset}"))
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "lab", "sweep", preset, "--parallel", labs, "--out", str(out)],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False,
-                          env={**os.environ, "QUICLAB_PUSHGATEWAY_URL": "off"})
+    folder = launch.sweep(preset, ["--parallel", labs], out, f"the sweep with --parallel {labs}")
     wall = time.monotonic() - t0
-    new = sorted(set(out.glob(f"*-{preset}")) - before)
-    if done.returncode != 0 or not new:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise EnvironmentProblem(f"the sweep with --parallel {labs} failed (exit {done.returncode}): {tail[0]}")
-    folder = new[-1]
     records = store.load_runs(folder)
     manifest = store.read_manifest(folder)
     aside = folder / store.HOST_BOUND

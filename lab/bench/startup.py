@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import subprocess
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from lab.bench import launch
 from lab.config import cache_dir
 from lab.errors import EnvironmentProblem
 from lab.results import store
@@ -39,16 +37,8 @@ def clear_cache() -> int:
 
 
 def _one(i: int, out: Path) -> StartupFigures:
-    before = set(out.glob(f"*-{PRESET}"))
     launched = dt.datetime.now(dt.UTC)
-    done = subprocess.run([sys.executable, "-m", "lab", "sweep", PRESET, "--out", str(out)], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, check=False,
-                          env={**os.environ, "QUICLAB_PUSHGATEWAY_URL": "off"})
-    new = sorted(set(out.glob(f"*-{PRESET}")) - before)
-    if done.returncode != 0 or not new:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise EnvironmentProblem(f"sweep {i} of `quiclab sweep {PRESET}` failed (exit {done.returncode}): {tail[0]}")
-    folder = new[-1]
+    folder = launch.sweep(PRESET, [], out, f"sweep {i} of `quiclab sweep {PRESET}`")
     records = store.load_runs(folder)
     if not records:
         raise EnvironmentProblem(f"sweep {i} ({folder}) recorded no run")
