@@ -43,7 +43,8 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
      "statistics (estimates and intervals, paired and sequential rules, the comparison verdict, the rounds until "
      "decided and their replay, the CC check); "
      "Prometheus/Grafana services and the sweep's live metrics"),
-    (("lab.explain",), "each run explained from its own evidence (explain.json), the worked examples"),
+    (("lab.explain",), "each run explained from its own evidence (explain.json), a resume/0rtt run's resumed "
+                       "connection timed (sessions.json), the worked examples"),
     (("lab.report",),
      "what is rendered from a folder: report, summary, html, plots, trace plots, headline, why, runs until "
      "decided; merge"),
@@ -56,8 +57,8 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("lab.bench",), "benchmarks: each runs real sweeps or the real link and renders its own table (the link, "
                      "overhead, parallel labs, start-up, calibration against hidden links)"),
     (("lab.docgen",),
-     "the generated docs (`quiclab docs`: seed atlas, its verdicts and censored runs, blocks, the benchmarks' "
-     "tables, this diagram)"),
+     "the generated docs (`quiclab docs`: seed atlas, its verdicts, censored runs and 0-RTT timelines, blocks, the "
+     "benchmarks' tables, this diagram)"),
     (("lab.cli",), "the commands (typer + rich): parse, validate, print; only the entry point imports them"),
     (("lab.__main__",), "the entry point"),
 )

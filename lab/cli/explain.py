@@ -13,8 +13,8 @@ from pydantic import TypeAdapter
 from lab import terminal
 from lab.cli.explain_versus import versus_cmd
 from lab.cli.report import check_sweep_folder
-from lab.explain import qlog, tshark
-from lab.explain.folder import explain_folder
+from lab.explain import qlog, resumed, tshark
+from lab.explain.folder import captured_runs, explain_folder
 from lab.explain.model import Explanation, Figure
 from lab.report.report import load_sweep
 
@@ -70,7 +70,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Explain each captured run from its own evidence: handshake round trips, path truth (drops counted from
         both captures against the emulator's counters), loss and recovery, windows, reasons. Writes explain.json
-        beside each run's evidence; tshark runs in the lab's router (the lab must be up). docs/explain.md."""
+        beside each run's evidence, and for a resume/0rtt HTTP/3 run sessions.json: its resumed connection timed
+        (request, first response byte, handshake done, bytes per round trip, the amplification limit); tshark runs in
+        the lab's router (the lab must be up). docs/explain.md."""
         check_sweep_folder(folder)
         records, _ = load_sweep(folder)
         if versus is not None or point is not None:
@@ -98,3 +100,7 @@ def register(app: typer.Typer) -> None:
                 continue
             for i, r in enumerate(e.reasons, 1):
                 terminal.line(f"{e.run_key} {i}. {r.text}")
+        for record, evdir in captured_runs(folder, records, run):
+            path = evdir / resumed.SESSIONS_JSON
+            if resumed.applies(record) and path.is_file():
+                terminal.line(resumed.summary(resumed.SessionTimeline.model_validate_json(path.read_text())))

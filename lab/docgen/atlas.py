@@ -29,6 +29,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from lab import config
+from lab.docgen import zero_rtt
 from lab.docgen.seed_verdict import Outcome, judge_arm
 from lab.errors import UsageError
 from lab.report.report import load_sweep
@@ -130,6 +131,8 @@ class Experiment(BaseModel):
     points: list[SeedPoint]
     arms: list[Arm]
     notes: list[str] = []  # why the lab differs; placeholders {ratio:ARM:POINT} etc. take numbers from the data
+    #: a preset whose folder's resume/0rtt runs carry sessions.json: what 0-RTT moved earlier (lab/docgen/zero_rtt.py)
+    sessions: str = ""
 
 
 class Seed(BaseModel):
@@ -444,6 +447,11 @@ class Renderer:
                         "(with its CI) rests on the ratio."]
         if exp.notes:
             out += ["", "Why the lab differs:", ""] + [f"- {self.fill(n, exp)}" for n in exp.notes]
+        if exp.sessions:
+            f = self.folder(exp.sessions)
+            where = _rel(self.reference / exp.sessions)
+            out += ["", *(zero_rtt.section(f.path, f.records, where) if f is not None
+                          else [f"No `{where}/` yet: `bash scripts/atlas.sh {exp.sessions}`."])]
         return [*out, ""]
 
     def overview(self, atlas: Atlas) -> list[str]:

@@ -1,4 +1,5 @@
-"""The runs of a finished sweep folder explained: each run with captures gets `explain.json` beside them.
+"""The runs of a finished sweep folder explained: each run with captures gets `explain.json` beside them (and a
+resume/0rtt QUIC run `sessions.json`, its resumed connection timed: lab/explain/resumed.py).
 
 `explain_run` takes the function that produces tshark's rows of a capture (`tshark.fields` on the lab; tests pass
 committed tshark output), so everything here but that function is sans-IO apart from reading and writing files.
@@ -15,7 +16,7 @@ from lab.errors import EnvironmentProblem, QuiclabError, UsageError
 from lab.evidence.capture import CAPTURE_PROBLEMS
 from lab.evidence.pcap import Packet, PcapError, read_pcap
 from lab.evidence.sender_socket import SENDER_SOCKET_TXT
-from lab.explain import timeline
+from lab.explain import resumed, timeline
 from lab.explain.analyze import RunInputs, explain
 from lab.explain.model import EXPLAIN_JSON, Explanation
 from lab.explain.path import header_extras
@@ -70,8 +71,8 @@ def _drops(a: int | None, b: int | None) -> int | None:
     return None if a is None and b is None else (a or 0) + (b or 0)
 
 
-def explain_run(record: RunRecord, evdir: Path, tshark: TsharkFields) -> Explanation:
-    """One run's explanation from the files in `evdir` (not written)."""
+def run_inputs(record: RunRecord, evdir: Path, tshark: TsharkFields) -> RunInputs | str:
+    """What explains one run, read from the files in `evdir` (tshark once per capture), or why it cannot be."""
     problems: list[str] = []
     keys = evdir / KEYS
     if not keys.is_file() or not keys.read_text(encoding="utf-8", errors="replace").strip():
@@ -86,8 +87,8 @@ def explain_run(record: RunRecord, evdir: Path, tshark: TsharkFields) -> Explana
     if client is None and not problems:
         problems.append(f"no {CLIENT_PCAP} in {evdir}")
     if problems or client is None:
-        return Explanation.unexplainable(record.run_key, record.protocol, "; ".join(problems))
-    inp = RunInputs(
+        return "; ".join(problems)
+    return RunInputs(
         run_key=record.run_key, protocol=record.protocol, client_side=client[0],
         server_side=server[0] if server else None, client_extras=client[1], server_extras=server[1] if server else [],
         client_rows=parse(tshark(evdir / CLIENT_PCAP, keys)),
@@ -97,15 +98,40 @@ def explain_run(record: RunRecord, evdir: Path, tshark: TsharkFields) -> Explana
                        _drops(record.link_up_loss_drops, record.link_up_queue_drops)),
         sender_socket=(evdir / SENDER_SOCKET_TXT).read_text(encoding="utf-8", errors="replace")
         if (evdir / SENDER_SOCKET_TXT).is_file() else None)
+
+
+def explained(record: RunRecord, inp: RunInputs | str) -> Explanation:
+    """One run's explanation from its inputs (a str: why it has none)."""
+    if isinstance(inp, str):
+        return Explanation.unexplainable(record.run_key, record.protocol, inp)
     e = explain(inp)
     if e.status == "explained":  # the split and curve of --versus, for the report (an invalid run's are not)
         e.timeline = timeline.of_run(inp.client_rows, record)
     return e
 
 
-def write(evdir: Path, e: Explanation) -> Path:
-    path = evdir / EXPLAIN_JSON
-    write_atomic(path, e.model_dump_json(indent=2) + "\n")
+def explain_run(record: RunRecord, evdir: Path, tshark: TsharkFields) -> Explanation:
+    """One run's explanation from the files in `evdir` (not written)."""
+    return explained(record, run_inputs(record, evdir, tshark))
+
+
+def session_timeline(record: RunRecord, inp: RunInputs | str) -> resumed.SessionTimeline | None:
+    """A resume/0rtt QUIC run's resumed connection timed (lab/explain/resumed.py); None for other runs."""
+    if not resumed.applies(record):
+        return None
+    if isinstance(inp, str):
+        return resumed.SessionTimeline(run_key=record.run_key, protocol=record.protocol,
+                                       workload=record.workload or "", status="not timed", why=inp)
+    return resumed.timeline(record, inp.client_rows, inp.server_rows)
+
+
+def write(evdir: Path, e: Explanation | resumed.SessionTimeline) -> Path:
+    """explain.json (an Explanation) or sessions.json (a SessionTimeline) in `evdir`."""
+    path = evdir / (EXPLAIN_JSON if isinstance(e, Explanation) else resumed.SESSIONS_JSON)
+    try:
+        write_atomic(path, e.model_dump_json(indent=2) + "\n")
+    except OSError as err:
+        raise EnvironmentProblem(f"cannot write {path}: {err.strerror or err}") from None
     return path
 
 
@@ -127,14 +153,15 @@ def captured_runs(folder: Path, records: list[RunRecord], run_key: str | None) -
 
 def explain_folder(folder: Path, records: list[RunRecord], run_key: str | None,
                    tshark: TsharkFields) -> list[Explanation]:
-    """Explain (and write explain.json for) the captured runs of a sweep folder."""
+    """Explain (and write explain.json for) the captured runs of a sweep folder; a resume/0rtt QUIC run also gets
+    sessions.json, its resumed connection timed from the same tshark rows (lab/explain/resumed.py)."""
     out = []
     for record, evdir in captured_runs(folder, records, run_key):
-        e = explain_run(record, evdir, tshark)
-        try:
-            write(evdir, e)
-        except OSError as err:
-            raise EnvironmentProblem(f"cannot write {evdir / EXPLAIN_JSON}: {err.strerror or err}") from None
+        inp = run_inputs(record, evdir, tshark)
+        e = explained(record, inp)
+        write(evdir, e)
+        if (s := session_timeline(record, inp)) is not None:
+            write(evdir, s)
         out.append(e)
     return out
 
@@ -151,5 +178,7 @@ def after_sweep(folder: Path, records: list[RunRecord], tshark: TsharkFields) ->
     except QuiclabError as e:
         return f"the captured runs were not explained ({e}); later: quiclab explain {folder}"
     bad = sum(1 for e in done if e.status != "explained")
+    timed = sum(1 for r, _ in runs if resumed.applies(r))
     return (f"explained {len(done)} captured runs ({EXPLAIN_JSON} beside each run's evidence"
+            + (f"; {resumed.SESSIONS_JSON} for the {timed} resume/0rtt QUIC runs" if timed else "")
             + (f"; {bad} not explainable or invalid: quiclab explain {folder} says why" if bad else "") + ")")

@@ -16,13 +16,15 @@ FIELDS = ("frame.number", "frame.time_epoch", "ip.src", "tcp.len", "tcp.seq", "t
           "udp.length", "quic.header_form", "quic.long.packet_type", "quic.packet_number", "quic.stream.stream_id",
           "quic.stream.offset", "quic.stream.length", "quic.ack.largest_acknowledged", "http3.frame_type",
           # (added later: a capture's output without them reads as empty)
-          "http2.streamid", "tcp.stream", "tcp.window_size", "quic.frame_type", "tcp.ack")
+          "http2.streamid", "tcp.stream", "tcp.window_size", "quic.frame_type", "tcp.ack", "quic.connection.number")
 #: the columns every row must have (the first FIELDS); later ones may be missing in older output
 BASE_FIELDS = 25
 HS_FINISHED = 20
 H2_HEADERS = 1
 H3_HEADERS = 1
 QUIC_RETRY = 3
+#: QUIC's STREAM frame types (RFC 9000 section 19.8): 0x08-0x0f, the 0x04 bit set when the frame carries an offset
+STREAM_FRAMES, STREAM_OFF_BIT = range(0x08, 0x10), 0x04
 
 
 def _ints(v: str) -> list[int]:
@@ -76,17 +78,25 @@ class Row:
     tcp_window: int | None = None  # the advertised receive window, scaled (bytes)
     quic_frame_types: list[int] = field(default_factory=list)
     tcp_ack: int | None = None  # relative (tshark): the next byte the sender of this segment expects
+    quic_conn: int | None = None  # tshark's QUIC connection index (a capture of several connections)
 
     def streams(self) -> list[tuple[int, int, int]]:
-        """(stream id, offset, length) of its STREAM frames; offsets absent (no OFF bit) read as 0 only when
-        every frame lacks one (tshark leaves absent fields out, so partial lists cannot be lined up)."""
+        """(stream id, offset, length) of its STREAM frames. tshark leaves absent offsets out (a frame without the
+        OFF bit starts at 0), so a partial offset list is lined up by the STREAM frames' types (quic.frame_type, in
+        the same order: the OFF bit says which frames carry one); without the types, offsets read as 0 only when
+        every frame lacks one."""
         ids, offs, lens = self.stream_ids, self.stream_offsets, self.stream_lengths
         if not ids or len(lens) != len(ids):
             return []
-        if not offs:
-            offs = [0] * len(ids)
         if len(offs) != len(ids):
-            return []
+            kinds = [t for t in self.quic_frame_types if t in STREAM_FRAMES]
+            if len(kinds) == len(ids) and sum(1 for t in kinds if t & STREAM_OFF_BIT) == len(offs):
+                given = iter(offs)
+                offs = [next(given) if t & STREAM_OFF_BIT else 0 for t in kinds]
+            elif not offs:
+                offs = [0] * len(ids)
+            else:
+                return []
         return list(zip(ids, offs, lens, strict=True))
 
 
@@ -113,7 +123,7 @@ def parse(text: str) -> list[Row]:
             stream_offsets=_ints(c[21]), stream_lengths=_ints(c[22]), acked=_ints(c[23]), h3_types=_ints(c[24]),
             h2_stream_ids=_ints(c[25]), tcp_stream=(_ints(c[26]) or [None])[0],
             tcp_window=(_ints(c[27]) or [None])[0], quic_frame_types=_ints(c[28]),
-            tcp_ack=(_ints(c[29]) or [None])[0]))
+            tcp_ack=(_ints(c[29]) or [None])[0], quic_conn=(_ints(c[30]) or [None])[0]))
     return rows
 
 

@@ -16,10 +16,11 @@ from lab import config
 from lab.results.folder import MANIFEST
 
 #: What a reference folder keeps of a sweep folder: the CSVs, markdown, the manifest, plots, any source diff, and of
-#: each run's evidence what explains it (explain.json, the sender's kernel socket record: small text, and what
-#: docs/explain.md's tables are generated from). Not the captures and key logs (large) nor the labs' logs.
+#: each run's evidence what explains it (explain.json, a resume/0rtt run's sessions.json, the sender's kernel socket
+#: record: small text, and what docs/explain.md's tables and docs/seeds.md's 0-RTT table are generated from). Not the
+#: captures and key logs (large) nor the labs' logs.
 KEPT_SUFFIXES = (".csv", ".md", ".diff")
-KEPT_EVIDENCE = ("explain.json", "sender-socket.txt")
+KEPT_EVIDENCE = ("explain.json", "sessions.json", "sender-socket.txt")
 LEFT_OUT = ("labs",)
 
 
