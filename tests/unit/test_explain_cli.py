@@ -88,3 +88,20 @@ def test_a_failure_to_explain_at_a_sweeps_end_loses_nothing_and_says_how_to_expl
 
     line = explain_folder.after_sweep(sweep, store.load_runs(sweep), broken)
     assert line is not None and "were not explained" in line and f"quiclab explain {sweep}" in line
+
+
+def test_a_0rtt_quic_run_gets_sessions_json_and_a_line(sweep, capsys):
+    runs = sweep / "runs.csv"
+    header, *rows = list(csv.reader(runs.read_text().splitlines()))
+    col, proto = header.index("workload"), header.index("protocol")
+    for row in rows:
+        row[col] = "0rtt:60kB" if row[proto] == "h3" else row[col]
+    with runs.open("w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows([header, *rows])
+    assert run([str(sweep)]) == 0
+    out = capsys.readouterr().out
+    # this capture holds one connection (and tshark's rows no connection index): timed as not timed, with why
+    assert "0/h3/curl/nginx/0: resumed connection not timed: the client-side capture shows 0 QUIC connection" in out
+    rec = json.loads((sweep / "evidence" / "0_h3_curl_nginx_0" / "sessions.json").read_text())
+    assert rec["status"] == "not timed" and rec["workload"] == "0rtt:60kB"
+    assert not (sweep / "evidence" / "0_h2_curl_nginx_0" / "sessions.json").exists()
