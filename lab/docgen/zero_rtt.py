@@ -18,6 +18,7 @@ from lab.explain.folder import evidence_dir
 from lab.explain.resumed import SESSIONS_JSON, SessionTimeline, applies
 from lab.quantiles import median
 from lab.results.schema import RunRecord
+from lab.stats.stats import method_label
 from lab.workloads.spec import parse_workload
 
 KINDS = ("resume", "0rtt")
@@ -94,7 +95,7 @@ def section(folder: Path, records: Sequence[RunRecord], shown: str) -> list[str]
     """The markdown lines: a table per RTT (resumed vs 0-RTT medians) and the sentence, or what makes them."""
     head = ["What 0-RTT moved earlier, from the captures: the second (resuming) connection of each resume and 0rtt "
             f"QUIC run of `{shown}/` (`{SESSIONS_JSON}` beside each run's evidence, lab/explain/resumed.py). Each "
-            "cell is resumed / 0-RTT, the median over the point's ok runs at that RTT (every sender pooled); times "
+            "cell is resumed / 0-RTT, the median over the method's ok runs at that RTT (every sender pooled); times "
             "in ms from the client's first Initial (t0); \"by k RTT\" counts the response's bytes that reached the "
             "client by t0 + (k + 1/2) x RTT (round k: within half an RTT of k x RTT, the link's RTT); the last "
             "column: runs whose server, before the client's Handshake packet validated its address, could not send "
@@ -102,26 +103,34 @@ def section(folder: Path, records: Sequence[RunRecord], shown: str) -> list[str]
     timed = timelines(folder, records)
     if not timed:
         return missing(shown, f"results/atlas/{Path(shown).name}/<date>-{Path(shown).name}")
-    by: dict[tuple[float, str], list[SessionTimeline]] = {}
+    by: dict[tuple[str, float, str], list[SessionTimeline]] = {}
     for r, t in timed:
-        by.setdefault((_rtt(r), _kind(r)), []).append(t)
-    rtts = sorted({k[0] for k in by if all((k[0], kind) in by for kind in KINDS)})
-    if not rtts:
+        by.setdefault((method_label(r.protocol, r.client, r.server), _rtt(r), _kind(r)), []).append(t)
+    cells = sorted({(m, rtt) for m, rtt, _ in by if all((m, rtt, kind) in by for kind in KINDS)},
+                   key=lambda c: (c[0], c[1]))
+    if not cells:
         return [*head, "The folder has no RTT with both resumed and 0-RTT runs timed."]
-    out = [*head, "| RTT | runs (resumed / 0-RTT) | " + " | ".join(label for label, _, _ in ROWS)
+    out = [*head, "| method | RTT | runs (resumed / 0-RTT) | " + " | ".join(label for label, _, _ in ROWS)
            + " | 0-RTT: server at the amplification limit before address validation (runs) |",
-           "|---" * (len(ROWS) + 3) + "|"]
-    for rtt in rtts:
-        res, early = by[(rtt, "resume")], by[(rtt, "0rtt")]
+           "|---" * (len(ROWS) + 4) + "|"]
+    for m, rtt in cells:
+        res, early = by[(m, rtt, "resume")], by[(m, rtt, "0rtt")]
         amp = [t.amplification for t in early if t.amplification]
-        cells = [f"{fmt(_med(res, f))} / {fmt(_med(early, f))}" for _, f, fmt in ROWS]
-        out.append(f"| {rtt:g} ms | {len(res)} / {len(early)} | " + " | ".join(cells)
+        figures = [f"{fmt(_med(res, f))} / {fmt(_med(early, f))}" for _, f, fmt in ROWS]
+        out.append(f"| {m} | {rtt:g} ms | {len(res)} / {len(early)} | " + " | ".join(figures)
                    + f" | {sum(1 for a in amp if a.limited)} of {len(amp)} |")
-    return [*out, "", sentence(rtts[-1], by[(rtts[-1], "resume")], by[(rtts[-1], "0rtt")], shown)]
+    out.append("")
+    for m in dict.fromkeys(c[0] for c in cells):  # per method, at its largest RTT
+        rtt = max(r for mm, r in cells if mm == m)
+        out.append(sentence(rtt, by[(m, rtt, "resume")], by[(m, rtt, "0rtt")], shown,
+                            m if len({c[0] for c in cells}) > 1 else ""))
+    return out
 
 
-def sentence(rtt: float, resumed: Sequence[SessionTimeline], early: Sequence[SessionTimeline], shown: str) -> str:
-    """What 0-RTT moved earlier and what still waited, at `rtt`, in one sentence from the medians."""
+def sentence(rtt: float, resumed: Sequence[SessionTimeline], early: Sequence[SessionTimeline], shown: str,
+             method: str = "") -> str:
+    """What 0-RTT moved earlier and what still waited, at `rtt`, in one sentence from the medians (`method` named
+    when the folder has several)."""
     m = {k: (_med(resumed, f), _med(early, f)) for k, (_, f, _) in zip(
         ("request", "first", "done", "by1", "by2", "last", "rounds"), ROWS, strict=True)}
     amp = [t.amplification for t in early if t.amplification]
@@ -140,7 +149,8 @@ def sentence(rtt: float, resumed: Sequence[SessionTimeline], early: Sequence[Ses
             return "(not measured)"
         return f"{abs(d):.0f} ms {'earlier' if d >= 0 else 'later'}"
 
-    parts = [f"At {rtt:g} ms RTT (`{shown}/`), 0-RTT sent the request {earlier('request')} than the resumed "
+    where = f"`{shown}/`" + (f", {method}" if method else "")
+    parts = [f"At {rtt:g} ms RTT ({where}), 0-RTT sent the request {earlier('request')} than the resumed "
              f"connection (median {_ms(m['request'][1])} vs {_ms(m['request'][0])} ms) and its first response bytes "
              f"arrived {earlier('first')} ({_ms(m['first'][1])} vs {_ms(m['first'][0])} ms)"]
     if amp and sent is not None and limit is not None:

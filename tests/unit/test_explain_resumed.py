@@ -207,6 +207,15 @@ def test_explain_writes_sessions_json_for_a_0rtt_quic_run_and_not_for_a_bulk_one
     assert (d3 / "explain.json").is_file() and not (d2 / resumed.SESSIONS_JSON).exists()
 
 
+def test_a_sweeps_end_says_it_timed_the_resume_and_0rtt_runs(tmp_path: Path):
+    records, _ = load_sweep(DATA / "sweep")
+    dest = tmp_path / "sweep"
+    shutil.copytree(DATA / "sweep", dest)
+    records = [replace(r, workload="resume:60kB") if r.protocol == "h3" else r for r in records]
+    line = explain_folder.after_sweep(dest, records, lambda pcap, keys: pcap.with_suffix(".tsv").read_text())
+    assert line is not None and "sessions.json for the 1 resume/0rtt QUIC runs" in line
+
+
 def test_publishing_keeps_sessions_json():
     assert resumed.SESSIONS_JSON in publish.KEPT_EVIDENCE
 
@@ -225,10 +234,10 @@ def _folder_with_timelines(tmp_path: Path) -> tuple[Path, list[RunRecord]]:
 def test_the_docs_table_and_sentence_come_from_the_runs_timelines(tmp_path: Path):
     dest, records = _folder_with_timelines(tmp_path)
     text = "\n".join(zero_rtt.section(dest, records, "results/reference/bolina-0rtt"))
-    assert ("| 20 ms | 1 / 1 | 22 / 0 | 42 / 21 | 42 / 42 | 0.0 / 2.8 | 11.3 / 16.4 | 131 / 126 | 7 / 6 | "
-            "1 of 1 |") in text
-    assert ("| 200 ms | 1 / 1 | 202 / 0 | 403 / 201 | 403 / 403 | 0.0 / 2.8 | 11.3 / 16.4 | 1270 / 1211 | 6 / 6 | "
-            "1 of 1 |") in text
+    assert ("| HTTP/3 gtlsclient→ngtcp2 | 20 ms | 1 / 1 | 22 / 0 | 42 / 21 | 42 / 42 | 0.0 / 2.8 | 11.3 / 16.4 | "
+            "131 / 126 | 7 / 6 | 1 of 1 |") in text
+    assert ("| HTTP/3 gtlsclient→ngtcp2 | 200 ms | 1 / 1 | 202 / 0 | 403 / 201 | 403 / 403 | 0.0 / 2.8 | 11.3 / 16.4 | "
+            "1270 / 1211 | 6 / 6 | 1 of 1 |") in text
     assert "At 200 ms RTT (`results/reference/bolina-0rtt/`), 0-RTT sent the request 202 ms earlier" in text
     assert "at the limit in 1 of 1 runs" in text and "its last byte 59 ms earlier" in text
 
