@@ -22,12 +22,18 @@ ENV = "QUIC_WINDOW"
 MINIMUM = 4096
 
 
-def parse_quic_window(text: str) -> int:
-    """A window size such as 200kB (at least 4 kB)."""
+#: the value that leaves the client's own window (as "off" leaves a link key unset at a point)
+OFF = "off"
+
+
+def parse_quic_window(text: str) -> int | None:
+    """A window size such as 200kB (at least 4 kB), or "off" (None: the client's own, auto-tuned window)."""
+    if str(text).strip().lower() == OFF:
+        return None
     try:
         size = parse_size(str(text))
     except (UsageError, ValueError):
-        raise UsageError(f"invalid quic_window {text!r}: allowed is a size such as 200kB or 1MB") from None
+        raise UsageError(f"invalid quic_window {text!r}: allowed is a size such as 200kB or 1MB, or off") from None
     if size < MINIMUM:
         raise UsageError(f"invalid quic_window {text!r}: allowed are sizes of at least {MINIMUM} bytes")
     return size

@@ -17,6 +17,7 @@ from lab.protocols import Protocol
 def test_a_window_is_a_size_of_at_least_4_kB():
     assert quic_window.parse_quic_window("200kB") == 200_000
     assert parse_settings({"quic_window": "1MB"}).quic_window == 1_000_000
+    assert quic_window.parse_quic_window("off") is None  # the client's own window at that point
     for bad in ("2kB", "lots", "-1"):
         with pytest.raises(UsageError, match="quic_window"):
             quic_window.parse_quic_window(bad)
