@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from lab import config, objects
 from lab.adverse import run as adverse
-from lab.endpoints import get_client
+from lab.endpoints import get_client, quic_window
 from lab.endpoints.registry import registry
 from lab.errors import EnvironmentFailure, QuiclabError, UsageError
 from lab.evidence import capture
@@ -189,7 +189,8 @@ def _run_with_probes(rc: RunContext, ctx: Context) -> tuple[TransferResult, Colu
                                 server=run.server, protocol=run.protocol, backend=rc.backend, link=rc.applied,
                                 size=run.point.size, timeout_s=timeout, port=rc.port) as adv:
                 rc.adv = adv
-                env = {**ev.client_env, **adv.client_env}
+                env = {**ev.client_env, **adv.client_env,
+                       **quic_window.client_env(settings.quic_window, run.protocol)}
                 for p in each:
                     p.before(rc)
                 if handles(adapter, w):  # the one dispatch: bulk -> run_transfer, others -> lab/workloads
