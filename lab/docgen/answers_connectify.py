@@ -232,6 +232,7 @@ RESPONSE: tuple[tuple[str, Getter], ...] = (
     ("first loss repaired ms", lambda e: e.loss.first_loss_repair_ms.value if e.loss else None),
     ("loss episodes", lambda e: e.window.loss_episodes.value if e.window else None),
     ("flight reductions", lambda e: e.window.flight_reductions.value if e.window else None),
+    ("flow-control-limited share", lambda e: e.window.flow_control_limited_share.value if e.window else None),
 )
 
 

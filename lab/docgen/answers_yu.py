@@ -185,11 +185,12 @@ class Saving:
     est: Est
     ci: RatioCI | None
 
-    def text(self) -> str:
-        """The saving per request in ms with its interval and level, e.g. "32.4 ms [28.0-40.1, 90.5 %]"."""
-        if self.requests is None:
+    def text(self, per: int | None = None) -> str:
+        """The saving divided by `per` (default: the requests) in ms with its interval and level, e.g. "32.4 ms
+        [28.0-40.1, 90.5 %]"."""
+        n = self.requests if per is None else per
+        if not n:
             return "-"
-        n = self.requests
         lo, hi = (est_text(per_request(e.est(), n), 1e3) for e in (self.ci.lo, self.ci.hi)) if self.ci else ("", "")
         ci = f" [{lo}{EN}{hi}, {self.ci.level * 100:.1f} %]" if self.ci else ""
         return f"{est_text(per_request(self.est, n), 1e3)} ms{ci}"
@@ -216,18 +217,21 @@ def reuse_answer(r: Renderer) -> list[str]:
             if s is None:
                 continue
             firsts.setdefault(size, []).append(s)
-            rows.append([f"{'HTTP/3' if protocol == 'h3' else 'HTTP/2'} curl→nginx", f"5 x {size}",
+            rows.append([f"{'HTTP/3' if protocol == 'h3' else 'HTTP/2'} curl→nginx", f"{s.requests or '?'} x {size}",
                          f"{median_text(times(s.new), unit='s')}, n {n_text(s.new)}",
-                         f"{median_text(times(s.reuse), unit='s')}, n {n_text(s.reuse)}", str(s.requests or "-"),
-                         s.text()])
+                         f"{median_text(times(s.reuse), unit='s')}, n {n_text(s.reuse)}",
+                         judged_cell(compare(s.reuse, s.new), ("reuse", "new")), s.text(),
+                         s.text(s.requests - 1) if s.requests else "-"])
     seed = firsts.get(REUSE_SIZES[0], [])
     if not seed:
         return [f"{folder_ref(REUSE)}: no runs at {REUSE_RTT_S * 1000:g} ms RTT without loss.", ""]
     lead = (f"From {folder_ref(REUSE)} at {REUSE_RTT_S * 1000:g} ms RTT, no loss (Yu's \"~50 ms\", line 78, was "
-            f"for small objects): reuse saves " + " and ".join(
-                f"{s.text()} per request over {'HTTP/3' if s.protocol == 'h3' else 'HTTP/2'}" for s in seed)
-            + f" at {REUSE_SIZES[0]} ((new - reuse) / requests: the Hodges-Lehmann shift of the two samples with "
-            "its exact interval, unpaired: the two workloads ran over different link seeds).")
-    cols = ["method", "objects", "new connections: median [CI], n", "one connection: median [CI], n", "requests",
-            "saving per request [CI, level]"]
+            f"for small objects), {format_size(parse_size(REUSE_SIZES[0]))} objects: reuse saves " + " and ".join(
+                f"{s.text()} per request over {'HTTP/3' if s.protocol == 'h3' else 'HTTP/2'} (reuse/new time "
+                f"{judged_cell(compare(s.reuse, s.new), ('reuse', 'new'))})" for s in seed)
+            + " ((new - reuse) / requests: the Hodges-Lehmann shift of the two samples with its exact interval, "
+            "unpaired: the two workloads ran over different link seeds).")
+    cols = ["method", "requests", "new connections: median [CI], n", "one connection: median [CI], n",
+            "reuse/new time [CI]: lab says", "saving per request [CI, level]",
+            "saving per handshake avoided (/ (requests - 1))"]
     return [lead, "", md_table((cols, rows)), ""]

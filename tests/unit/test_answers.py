@@ -222,7 +222,7 @@ def test_the_reuse_saving_is_the_shift_per_request_with_its_interval(tmp_path: P
     text = "\n".join(answers_yu.reuse_answer(Renderer(tmp_path)))
     # every pairwise difference new - reuse is 0.25 + 0.01 (j - i): their median 0.25 s, / 5 requests = 50 ms
     assert "reuse saves 50.0 ms [" in text and "per request over HTTP/3" in text
-    assert "0.520 s [0.500–0.540, 93.8 %], n 5 |" in text  # new over HTTP/3
+    assert "0.520 s [0.500\u20130.540, 93.8 %], n 5 |" in text  # new over HTTP/3
     assert "n 5 (1 censored)" in text  # HTTP/2's failed new run, counted
 
 
@@ -252,7 +252,7 @@ def test_transfer_only_throughput_per_protocol_and_never_imputed(tmp_path: Path)
     write(tmp_path, "kth-unshaped", recs)
     text = "\n".join(answers_kth_survey.kth_answer(Renderer(tmp_path)))
     # 10 MB over 0.50-0.52 s of transfer (the 0.1 s handshake left out): 154-160 Mbit/s, over 100 at both sizes
-    assert "| 10 MB | 0 % | 157 Mbit/s [154–160, 93.8 %], n 5 |" in text
+    assert "| 10 MB | 0 % | 157 Mbit/s [154\u2013160, 93.8 %], n 5 |" in text
     assert "TCP: \"over 100 Mbit/s for all sizes\" holds, \"little change from 0.1 to 1 %\" holds" in text
     assert "n 5 (1 censored)" in text
     assert "QUIC: \"over 100 Mbit/s for all sizes\" not computed" in text
@@ -337,3 +337,13 @@ def test_the_committed_reuse_saving_and_overhead_recomputed_here(section: str) -
     for protocol, side in (("h1", "TCP"), ("h3", "QUIC")):
         med = statistics.median(float(r["wire_overhead"]) for r in survey if r["protocol"] == protocol)
         assert f"{side} {sig3(med)} [" in section, (side, med)
+
+
+def test_a_point_is_picked_by_its_label_tokens_whatever_else_the_new_folder_sweeps() -> None:
+    from lab.docgen.answer_stats import Pick, select
+
+    recs = [run("w", "rtt=80ms quic_window=200kB", "h3", 0, 9.0, client="gtlsclient", server="ngtcp2"),
+            run("w", "rtt=800ms quic_window=200kB", "h3", 0, 19.0, client="gtlsclient", server="ngtcp2"),
+            run("w", "rtt=80ms quic_window=200kB", "h1", 0, 9.0)]
+    got = select(recs, Pick("w", "h3", "gtlsclient", "ngtcp2"), tokens=["rtt=80ms"])
+    assert [r.total_s for r in got] == [9.0]  # a token, not a substring: rtt=800ms is another point
