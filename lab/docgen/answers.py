@@ -45,7 +45,7 @@ QUESTIONS: tuple[tuple[str, Callable[[Renderer, Atlas], list[str]]], ...] = (
     ("000 Connectify: RTT with the QUIC window capped at the seed's ~200 kB per round trip",
      lambda r, a: connectify.window_answer(r, a, connectify.RTT)),
     ("000 Connectify: rate with the QUIC window capped", lambda r, a: connectify.window_answer(r, a, connectify.RATE)),
-    ("000 Connectify: the 0.1 % point explained from captured runs", lambda r, a: connectify.captured_answer(r)),
+    ("000 Connectify: the 0.1 % point explained from captured runs", lambda r, a: connectify.captured_answer(r, a)),
     ("001 Yu: loss + delay across sizes, per sender pair", lambda r, a: yu.senders_answer(r)),
     ("001 Yu: what connection reuse saves per request", lambda r, a: yu.reuse_answer(r)),
     ("002 KTH: throughput over the transfer only, per protocol", lambda r, a: kth_survey.kth_answer(r)),

@@ -291,14 +291,23 @@ def response_text(ex: Explained) -> str:
     return f"{ex.pick.server}: " + ", ".join(f"{name} {figure_text(figure(ex, g))}" for name, g in RESPONSE)
 
 
-def captured_answer(r: Renderer) -> list[str]:
+def seed_line(atlas: Atlas) -> str:
+    """The seed's own QUIC/TCP at 0.1 % loss (docs/seeds.toml, experiment connectify-loss)."""
+    p = next(p for p in experiment(atlas, "connectify-loss").points if p.point == "loss=0.1%")
+    ratio = p.seed_ratio()
+    return (f"The seed (lines {p.lines}): QUIC {p.quic_s:g} s, TCP {p.tcp_s:g} s, QUIC/TCP "
+            f"{'-' if ratio is None else f'{ratio:.2f}'} ({p.seed_direction()}).")
+
+
+def captured_answer(r: Renderer, atlas: Atlas) -> list[str]:
     f = r.folder(CAPTURED)
     if f is None:
-        return [f"{folder_ref(CAPTURED)}: {not_measured(CAPTURED)}.", ""]
+        return [f"{seed_line(atlas)} {folder_ref(CAPTURED)}: {not_measured(CAPTURED)}.", ""]
     by = {(p, s): explained(f, p, s) for p in ("h1", "h3") for s in SERVERS}
     old, new = by[("h3", "nginx")], by[("h3", "nginx-sid")]
     j = compare(new.runs, old.runs)  # nginx-sid's HTTP/3 time / nginx's
-    text = [f"From {folder_ref(CAPTURED)} (points: {', '.join(dict.fromkeys(x.point_label for x in f.records))}): "
+    points = ", ".join(dict.fromkeys(x.point_label for x in f.records))
+    text = [seed_line(atlas), f"From {folder_ref(CAPTURED)} (points: {points}): "
             f"HTTP/3 to nginx-sid ({new.version}) / to nginx ({old.version}): "
             f"{judged_cell(j, ('nginx-sid', 'nginx'))}."]
     for s in SERVERS:

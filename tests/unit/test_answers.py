@@ -148,7 +148,7 @@ def test_the_captured_point_names_the_part_of_the_split_that_differs(tmp_path: P
     for r in recs:
         if r.protocol == "h3":
             _explained(folder, r, 6000.0 if r.server == "nginx-sid" else 300.0, 40)
-    text = "\n".join(answers_connectify.captured_answer(Renderer(tmp_path)))
+    text = "\n".join(answers_connectify.captured_answer(Renderer(tmp_path), ATLAS))
     assert "HTTP/3 to nginx-sid (nginx-sid) / to nginx (nginx): " in text and "paired: nginx-sid slower" in text
     assert "differ most in the time the link sat idle while a loss was not yet repaired (a hole open): 6000 ms " \
            "(nginx-sid) vs 300 ms (nginx)" in text
@@ -157,8 +157,10 @@ def test_the_captured_point_names_the_part_of_the_split_that_differs(tmp_path: P
 
 
 def test_without_the_captured_folder_no_number(tmp_path: Path) -> None:
-    text = "\n".join(answers_connectify.captured_answer(Renderer(tmp_path)))
-    assert text.strip() == f"`results/reference/connectify-loss-captured/`: {not_measured('connectify-loss-captured')}."
+    text = "\n".join(answers_connectify.captured_answer(Renderer(tmp_path), ATLAS))
+    waiting = not_measured("connectify-loss-captured")
+    assert text.strip() == ("The seed (lines 33-34): QUIC 25.157 s, TCP 18.282 s, QUIC/TCP 1.38 (QUIC slower). "
+                            f"`results/reference/connectify-loss-captured/`: {waiting}.")
 
 
 # ---------------------------------------------------------------------------------------------------------------
