@@ -57,8 +57,8 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("lab.bench",), "benchmarks: each runs real sweeps or the real link and renders its own table (the link, "
                      "overhead, parallel labs, start-up, calibration against hidden links)"),
     (("lab.docgen",),
-     "the generated docs (`quiclab docs`: seed atlas, its verdicts, censored runs and 0-RTT timelines, blocks, the "
-     "benchmarks' tables, this diagram)"),
+     "the generated docs (`quiclab docs`: seed atlas, its verdicts, censored runs, open questions answered and "
+     "0-RTT timelines, blocks, the benchmarks' tables, this diagram)"),
     (("lab.cli",), "the commands (typer + rich): parse, validate, print; only the entry point imports them"),
     (("lab.__main__",), "the entry point"),
 )

@@ -26,8 +26,13 @@ during the transfer (UdpRcvbufErrors in /proc/net/snmp; the client container run
 quiclab-ngtcp2-fetch takes PROTOCOL (h3 only; anything else exits 127 = unsupported), URL, TIMEOUT (seconds),
 CC (cubic | reno | bbr), QLOGDIR and SSLKEYLOGFILE (optional evidence), HOST_ADDR (optional address to connect
 to), CHANGE_LOCAL_ADDR (a duration, e.g. 1000ms: gtlsclient moves to a new local port that long after its
-handshake) and NAT_REBINDING (1: it does so without validating the new path itself). gtlsclient reports no timings of its own: time_total is the wall time of the gtlsclient process
-(connection set-up + handshake + transfer, as curl's time_total); there is no handshake or first-byte time.
+handshake), NAT_REBINDING (1: it does so without validating the new path itself) and QUIC_WINDOW (bytes: the flow-
+control window it grants, fixed). gtlsclient reports no timings of its own: time_total is the wall time of the
+gtlsclient process (connection set-up + handshake + transfer, as curl's time_total); time_appconnect and
+time_starttransfer are seen from outside it through inotify (`_Moments`): when its TLS key log received the
+application traffic secrets (CLIENT_TRAFFIC_SECRET_0: the client has the server's Finished and its own is sent,
+where curl's time_appconnect ends) and when the first byte of the response body was written to its download
+folder (the response's first bytes reached the application; curl's time_starttransfer is its first header byte).
 """
 
 from __future__ import annotations
@@ -39,9 +44,11 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import IO
 
@@ -187,6 +194,62 @@ def _connect_to(host: str, address: str | None) -> str:
         return address
 
 
+class _Moments:
+    """Two moments of a gtlsclient run, seen through inotify (Linux; no polling, no CPU while waiting): the key log
+    file getting CLIENT_TRAFFIC_SECRET_0 (handshake done) and the first write into the download folder (first body
+    byte). Times are time.monotonic() of the event's reading, within microseconds of the write."""
+
+    IN_MODIFY, IN_CREATE = 0x2, 0x100
+    SECRET = b"CLIENT_TRAFFIC_SECRET_0"
+
+    def __init__(self, keylog: str, download: str) -> None:
+        import ctypes
+        self.keylog = keylog
+        self.handshake: float | None = None
+        self.first_byte: float | None = None
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._fd = self._libc.inotify_init1(os.O_CLOEXEC)
+        self._stop_r, self._stop_w = os.pipe()
+        self._wd_keys = self._libc.inotify_add_watch(self._fd, os.path.dirname(keylog).encode(),
+                                                     self.IN_MODIFY | self.IN_CREATE)
+        self._wd_body = self._libc.inotify_add_watch(self._fd, download.encode(), self.IN_MODIFY)
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        if self._fd >= 0 and self._wd_keys >= 0 and self._wd_body >= 0:
+            self._thread.start()
+
+    def _loop(self) -> None:
+        name = os.path.basename(self.keylog).encode()
+        while self.handshake is None or self.first_byte is None:
+            ready, _, _ = select.select([self._fd, self._stop_r], [], [])
+            if self._stop_r in ready:
+                return
+            data, now = os.read(self._fd, 65536), time.monotonic()
+            at = 0
+            while at + 16 <= len(data):
+                wd, _mask, _cookie, length = struct.unpack_from("iIII", data, at)
+                filename = data[at + 16:at + 16 + length].rstrip(b"\0")
+                at += 16 + length
+                if wd == self._wd_body and self.first_byte is None:
+                    self.first_byte = now
+                elif wd == self._wd_keys and filename == name and self.handshake is None and self._has_secret():
+                    self.handshake = now
+
+    def _has_secret(self) -> bool:
+        try:
+            with open(self.keylog, "rb") as f:
+                return self.SECRET in f.read()
+        except OSError:
+            return False
+
+    def close(self) -> None:
+        os.write(self._stop_w, b"x")
+        if self._thread.is_alive():
+            self._thread.join(timeout=1)
+        for fd in (self._fd, self._stop_r, self._stop_w):
+            if fd >= 0:
+                os.close(fd)
+
+
 def fetch_ngtcp2(env: dict[str, str]) -> tuple[int, str, str]:
     protocol = env.get("PROTOCOL", "h3")
     if protocol != "h3":
@@ -201,6 +264,10 @@ def fetch_ngtcp2(env: dict[str, str]) -> tuple[int, str, str]:
     args = ["--quiet", "--exit-on-first-stream-close", f"--timeout={timeout:g}s", f"--handshake-timeout={timeout:g}s"]
     if env.get("CC"):
         args.append(f"--cc={env['CC']}")
+    if env.get("QUIC_WINDOW"):  # the window it grants, fixed: initial = maximum, so auto-tuning cannot grow it
+        w = int(env["QUIC_WINDOW"])
+        args += [f"--max-data={w}", f"--max-stream-data-bidi-local={w}", f"--max-window={w}",
+                 f"--max-stream-window={w}"]
     if env.get("QLOGDIR"):
         os.makedirs(env["QLOGDIR"], exist_ok=True)
         args.append(f"--qlog-dir={env['QLOGDIR']}")
@@ -209,8 +276,14 @@ def fetch_ngtcp2(env: dict[str, str]) -> tuple[int, str, str]:
         if env.get("NAT_REBINDING"):
             args.append("--nat-rebinding")
     folder = tempfile.mkdtemp(prefix="quiclab-dl-")
+    keys = tempfile.mkdtemp(prefix="quiclab-keys-")
+    env = dict(env)
+    if not env.get("SSLKEYLOGFILE"):  # its own key log, only to see when the handshake ended (removed below)
+        env["SSLKEYLOGFILE"] = os.path.join(keys, "keys.log")
+    moments = None
     try:
         drops0 = rcvbuf_errors()
+        moments = _Moments(env["SSLKEYLOGFILE"], folder)
         start = time.monotonic()
         proc = subprocess.Popen(["gtlsclient", *args, f"--download={folder}", _connect_to(host, env.get("HOST_ADDR")),
                                  port or "443", url], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -234,13 +307,19 @@ def fetch_ngtcp2(env: dict[str, str]) -> tuple[int, str, str]:
                     digest.update(chunk)
             sha = digest.hexdigest()
     finally:
+        if moments is not None:
+            moments.close()
         shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(keys, ignore_errors=True)
+    handshake = None if moments is None or moments.handshake is None else round(moments.handshake - start, 6)
+    first_byte = None if moments is None or moments.first_byte is None else round(moments.first_byte - start, 6)
     # gtlsclient exits 0 even when the server answers with an error status or closes early: a missing or short
     # body is caught by the lab's size and hash checks.
     message = "".join(c for c in err.decode(errors="replace")[-300:] if c >= " " and c not in '"\\')
     line = {"exit": rc, "sha256": sha,
             "curl": {"http_version": "3" if rc == 0 and sha else "", "size_download": size,
-                     "time_total": round(total, 6), "errormsg": message},
+                     "time_total": round(total, 6), "time_appconnect": handshake,
+                     "time_starttransfer": first_byte, "errormsg": message},
             "udp_rcvbuf_errors": _drops(drops0, drops1)}
     return 0, json.dumps(line, separators=(",", ":")), ""
 

@@ -4,8 +4,9 @@ after each fit).
 
 Per hidden link:
 1. the hidden lab (`QUICLAB_INSTANCE=H`, a subprocess: `python -m lab.bench.calibration hidden SPEC`) puts the link
-   in force and measures it as a user would: ping without load, then one `iperf3 -R --get-server-output` download
-   per measured sender (cubic, bbr); then the held-out sender (reno, not used in the fit) by the lab's rule;
+   in force and measures it as a user would: ping without load, then one `iperf3 -R --json --get-server-output`
+   download (from a server run with --json) per measured sender (cubic, bbr); then the held-out sender (reno, not
+   used in the fit) by the lab's rule;
 2. this lab: `probe` reads the user's files, `calibrate` estimates and searches (lab/run/calibration.py);
 3. this lab: the held-out sender on the fitted link. Its throughput and p50 RTT under load are compared with the
    hidden link's (hidden.Score). A calibration that fails is censored (infinite error), never dropped; the lab

@@ -123,7 +123,8 @@ def assess(m: Measurements) -> tuple[list[str], list[str]]:
         can.append("the queue size, from how far the RTT rises while a download fills the link")
     else:
         cannot.append("the queue size: no RTT samples under load (a capture without TCP timestamps, or iperf3 -R, "
-                      "whose RTT stays on the server's side; ping or irtt running during the downloads would do)")
+                      "whose RTT stays on the server's side unless --get-server-output fetches it from a server "
+                      "started with --json; ping or irtt running during the downloads would do)")
     _loss(down, can, cannot)
     if len(m.idle_rtts(series_only=True)) >= MIN_JITTER_SAMPLES:
         can.append("the jitter, from the spread of the RTT without load")

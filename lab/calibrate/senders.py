@@ -59,7 +59,8 @@ def measured_senders(m: Measurements, where: str) -> tuple[dict[str, Sender], Re
         have = f"only {', '.join(sorted(chosen))}" if chosen else "none"
         raise UsageError(f"{where}: the lab search needs {MIN_SENDERS} or more measured senders of different "
                          f"congestion controls, each a download with its RTT under load (the sending server's "
-                         f"iperf3 --json of -R runs, e.g. with -C cubic and -C bbr); this folder has {have}")
+                         f"iperf3 --json of -R runs, or the client's -R --json --get-server-output against a server "
+                         f"started with --json, e.g. with -C cubic and -C bbr); this folder has {have}")
     senders = {cc: Sender(cc=cc, direction=f.direction,
                           seconds=max(MIN_SECONDS, min(MAX_SECONDS, round(f.duration_s))))
                for cc, f in sorted(chosen.items())}

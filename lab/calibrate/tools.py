@@ -49,7 +49,7 @@ def irtt_rtts(data: dict[str, Any], name: str) -> list[float]:
 def iperf3_flow(data: dict[str, Any], name: str) -> Flow:
     """One iperf3 TCP run as a flow: its intervals' rates; the sender's RTT and retransmissions per interval when
     the file is the sender's side (a plain run's client; with -R that is the server, whose side the client's file
-    has only in its end totals, or whole with --get-server-output)."""
+    has only in its end totals, or whole with --get-server-output when that server runs with --json)."""
     if data.get("error"):
         raise UsageError(f"{name}: a failed iperf3 run (iperf3 said: {' '.join(str(data['error']).split())}): "
                          "it has no measurement")
@@ -82,7 +82,9 @@ def iperf3_flow(data: dict[str, Any], name: str) -> Flow:
             retx_known = False
     server = data.get("server_output_json")
     if not rtt and isinstance(server, dict) and server.get("intervals"):
-        # the client of a -R run with --get-server-output: the sender's side (the server's) is in its file too
+        # the client of a -R run with --get-server-output against a server run with --json: the server's whole JSON
+        # document (its intervals with the sender's rtt, us, per stream) is in the client's file. A server without
+        # --json sends `server_output_text` instead (its text lines: Retr and Cwnd, no RTT): nothing to read there.
         side = iperf3_flow(server, f"{name} (the server's output in it)")
         rtt, retx_times, retx_known = side.rtt, side.retransmit_times_s or [], side.retransmit_times_s is not None
     sent = end.get("sum_sent") or {}

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.docgen import censored
+from lab.docgen import answers, censored
 from lab.docgen.atlas import (
     REFERENCE,
     SEEDS_TOML,
@@ -170,7 +170,9 @@ def findings_section(r: Renderer, atlas: Atlas) -> list[str]:
 
 def generate(atlas_path: Path = SEEDS_TOML, reference: Path = REFERENCE) -> str:
     """docs/seeds.md: the atlas with what it found after the overview, and its censored runs diagnosed
-    (lab/docgen/censored.py): the total after the findings, each seed's at the end of its section."""
+    (lab/docgen/censored.py): the total after the findings, each seed's at the end of its section; then the open
+    questions answered (lab/docgen/answers.py)."""
     r, atlas = Renderer(reference), load_atlas(atlas_path)
     total, per_seed = censored.sections(r, atlas)
-    return r.document(atlas, [*verdict_section(r, atlas), *findings_section(r, atlas), *total], per_seed)
+    return r.document(atlas, [*verdict_section(r, atlas), *findings_section(r, atlas), *total,
+                                      *answers.section(r, atlas)], per_seed)

@@ -2,9 +2,11 @@
 (implemented in images/client/agent.py), which prints the same JSON line as curl's wrapper.
 
 What it measures: total_s is the wall time of the gtlsclient process in the client container (connection set-up,
-handshake and transfer, like curl's time_total); gtlsclient reports no handshake or first-byte time, so those
-are None. gtlsclient has no option for a CA file and does not verify the server's certificate: the size and the
-SHA-256 of the body are what the lab checks (as for every client)."""
+handshake and transfer, like curl's time_total). gtlsclient prints no times of its own: its wrapper sees the
+handshake's end (its TLS key log gets the application secrets) and the first body byte (the first write into its
+download folder) through inotify, as handshake_s and ttfb_s. gtlsclient has no option for a CA file and does not
+verify the server's certificate: the size and the SHA-256 of the body are what the lab checks (as for every
+client)."""
 
 from __future__ import annotations
 

@@ -105,6 +105,7 @@ class Implementation(BaseModel):
     processes: tuple[str, ...] = ()
     migrates: bool = False  # clients: it can move its own connection to a new local address (scenario `path`)
     writes_qlog: bool = False  # clients: it writes qlog into the directory QLOGDIR names (--capture qlog)
+    quic_window: bool = False  # clients: it can fix its QUIC flow-control window (scenario `quic_window`)
     # servers
     service: str | None = None
     address: str | None = Field(default=None, pattern=r"^\d{1,3}(\.\d{1,3}){3}$")
@@ -144,6 +145,8 @@ class Implementation(BaseModel):
                 raise ValueError("adapter: servers have no adapter (they are started by compose)")
             if self.migrates:
                 raise ValueError("migrates: only clients move their own connection to a new path")
+            if self.quic_window:
+                raise ValueError("quic_window: only clients fix the window they grant (scenario `quic_window`)")
             if self.writes_qlog:
                 raise ValueError("writes_qlog: a server's qlog is its qlog instance (qlog = {command, port})")
             if self.competing_quic is not None and Protocol.H3 not in self.protocols:

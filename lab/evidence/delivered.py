@@ -2,7 +2,9 @@
 
 What the link delivered to the client from the server's address and port: every packet's transport payload (TCP
 payload, UDP payload: QUIC packets whole), retransmissions included, binned by the capture's time since the link
-was applied (a mahimahi trace starts then: lab/link/linkem.py). Sans-IO: packets in, a series out.
+was applied (a mahimahi trace starts then: lab/link/linkem.py), and when the run's first packet to the server left
+the client on that clock (`start_s`: the run's own start on the trace, where what the trace could deliver to it
+begins; lab/report/trace_plots.py). Sans-IO: packets in, a series out.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ MIN_BIN_S = 0.1
 @dataclass(frozen=True)
 class Delivered:
     """Payload bytes per bin [k * bin_s, (k + 1) * bin_s) from the link's application, up to the last data packet;
-    `before` counts packets captured before it (none in a sound run)."""
+    `before` counts packets captured before it (none in a sound run); `start_s` is when the client's first packet
+    to the server was captured, s since the link's application (None: not seen, or a record from before it was kept)."""
 
     bin_s: float
     bytes: tuple[int, ...]
     before: int = 0
+    start_s: float | None = None
 
     def cumulative(self) -> list[tuple[float, int]]:
         """(time at the end of each bin, bytes delivered by then), starting at (0, 0)."""
@@ -37,8 +41,12 @@ class Delivered:
         return out
 
     def to_json(self) -> str:
-        doc = {"zero": "link applied", "bin_s": self.bin_s, "bytes": list(self.bytes)}
-        return json.dumps(doc | ({"before": self.before} if self.before else {}), separators=(",", ":"))
+        doc: dict[str, object] = {"zero": "link applied", "bin_s": self.bin_s, "bytes": list(self.bytes)}
+        if self.before:
+            doc["before"] = self.before
+        if self.start_s is not None:
+            doc["start_s"] = self.start_s
+        return json.dumps(doc, separators=(",", ":"))
 
 
 def bin_width(duration_s: float) -> float:
@@ -46,13 +54,17 @@ def bin_width(duration_s: float) -> float:
 
 
 def delivered(packets: Iterable[Packet], server: str, port: int, zero_unix: float) -> Delivered | None:
-    """The series of the data packets from `server`:`port` (None when the capture holds none)."""
+    """The series of the data packets from `server`:`port` (None when the capture holds none), with the time of the
+    client's first packet to `server`:`port` (a SYN or a QUIC Initial: any packet, payload or not) at or after zero."""
     times: list[tuple[float, int]] = []
     before = 0
+    start: float | None = None
     for p in packets:
+        t = p.time - zero_unix
+        if p.dst == server and p.dport == port and t >= 0 and (start is None or t < start):
+            start = t
         if p.src != server or p.sport != port or p.payload_len <= 0:
             continue
-        t = p.time - zero_unix
         if t < 0:
             before += 1
         else:
@@ -63,7 +75,8 @@ def delivered(packets: Iterable[Packet], server: str, port: int, zero_unix: floa
     acc = [0] * (int(max(t for t, _ in times) // width) + 1)
     for t, n in times:
         acc[int(t // width)] += n
-    return Delivered(bin_s=width, bytes=tuple(acc), before=before)
+    return Delivered(bin_s=width, bytes=tuple(acc), before=before,
+                     start_s=None if start is None else round(start, 6))
 
 
 def parse(text: str) -> Delivered | None:
@@ -72,7 +85,8 @@ def parse(text: str) -> Delivered | None:
         return None
     try:
         doc = json.loads(text)
+        start = doc.get("start_s")
         return Delivered(bin_s=float(doc["bin_s"]), bytes=tuple(int(b) for b in doc["bytes"]),
-                         before=int(doc.get("before", 0)))
+                         before=int(doc.get("before", 0)), start_s=None if start is None else float(start))
     except (ValueError, KeyError, TypeError):
         return None

@@ -13,13 +13,27 @@ from pathlib import Path
 from lab import config, docker
 from lab.errors import EnvironmentProblem
 
-#: how long tshark may take over one run's capture (a 10 MB transfer's capture decodes in seconds here)
+#: how long tshark may take over one run's capture at least (a 10 MB transfer's capture decodes in seconds here)
 TIMEOUT_S = 300.0
+#: ... and per MB of capture: decrypting QUIC costs far more per packet than TCP (a 49 MB capture of a QUIC run that
+#: re-sent 5x its data took over 300 s of one core, 2026-11-26)
+SECONDS_PER_MB = 30.0
 
 
-def run(pcap: Path, keylog: Path | None, args: Sequence[str], timeout_s: float = TIMEOUT_S) -> str:
-    """tshark's output for `tshark -n -r PCAP [-o tls.keylog_file:KEYS] ARGS...` in the router. A failure is an
-    EnvironmentProblem naming the capture (and, when the router is not there, saying to bring the lab up)."""
+def deadline_s(pcap: Path) -> float:
+    """How long tshark may take over this capture: TIMEOUT_S, or SECONDS_PER_MB per MB of it if that is longer."""
+    try:
+        size_mb = pcap.stat().st_size / 1e6
+    except OSError:
+        size_mb = 0.0
+    return max(TIMEOUT_S, SECONDS_PER_MB * size_mb)
+
+
+def run(pcap: Path, keylog: Path | None, args: Sequence[str], timeout_s: float | None = None) -> str:
+    """tshark's output for `tshark -n -r PCAP [-o tls.keylog_file:KEYS] ARGS...` in the router (within
+    `timeout_s`, by default `deadline_s(pcap)`). A failure is an EnvironmentProblem naming the capture (and, when the
+    router is not there, saying to bring the lab up)."""
+    timeout_s = deadline_s(pcap) if timeout_s is None else timeout_s
     box = f"/tmp/quiclab-tshark-{uuid.uuid4().hex[:12]}"
     rp, rk = f"{box}.pcap", f"{box}.keys"
     keys = ["-o", f"tls.keylog_file:{rk}"] if keylog is not None else []

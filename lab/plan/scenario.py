@@ -8,6 +8,8 @@
     pairs = ["curl>nginx", "gtlsclient>ngtcp2"]  # optional: only these client>server pairs (default: every one)
     cc = "reno"                         # the SENDER's congestion control (downloads: the server's): reno, cubic,
                                         # bbr or native (the server's own; the default); sweepable: [sweep] cc
+    quic_window = "200kB"               # the QUIC client's flow-control window, fixed (clients that can: the
+                                        # registry's quic_window); TCP runs unaffected; sweepable
     client_quic_cc = {gtlsclient = "bbr"}  # the CLIENT's QUIC congestion control (clients that can choose it);
                                         # hardly matters for downloads (the client sends only ACKs); old name quic_cc
     sizes = ["10MB"]                    # objects (a swept `size` replaces this)
@@ -53,6 +55,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from lab import terminal
 from lab.adverse import spec as adverse
 from lab.endpoints import check_server, get_client
+from lab.endpoints.quic_window import parse_quic_window
 from lab.endpoints.registry import registry
 from lab.endpoints.sender_cc import parse_cc
 from lab.errors import UsageError, error_line, one_line_text
@@ -88,6 +91,7 @@ class Scenario(BaseModel):
     clients: list[str] = ["curl"]
     servers: list[str] = ["nginx"]
     cc: str | None = None  # the sender's congestion control (lab/endpoints/sender_cc.py); None: native
+    quic_window: str | None = None  # the QUIC client's fixed window (lab/endpoints/quic_window.py); None: its own
     client_quic_cc: dict[str, str] = Field(default={}, validation_alias=AliasChoices("client_quic_cc", "quic_cc"))
     pairs: list[str] = []  # "client>server": only these pairs of clients x servers run (empty: all of them)
     sizes: list[str] = ["1MB"]
@@ -290,6 +294,8 @@ def _check_values(s: Scenario, problems: Problems) -> None:
     congestion control, adverse conditions, the link and the swept values; each one's problems are recorded."""
     if s.cc is not None:
         s.cc = problems.attempt("cc", partial(parse_cc, s.cc)) or s.cc
+    if s.quic_window is not None:
+        problems.attempt("quic_window", partial(parse_quic_window, s.quic_window))
     s.protocols = _each(problems, "protocols", s.protocols, lambda p: parse_protocol(p).value)
     _each(problems, "clients", s.clients, _keeping_name(get_client))
     _each(problems, "servers", s.servers, _keeping_name(check_server))

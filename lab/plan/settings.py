@@ -3,6 +3,7 @@ frozen field that support, the runner, the adverse conditions and the workload r
 
     workload   lab/workloads/spec.py   bulk, page:NxSIZE, reuse:.., new:.., resume:SIZE, 0rtt:SIZE
     cc         lab/endpoints/sender_cc.py   the sender's congestion control (None: nothing is set)
+    quic_window  lab/endpoints/quic_window.py   the QUIC client's fixed flow-control window (None: its own)
     faults     lab/adverse/spec.py     KIND[=VALUE]:DURATION@START, ...
     competing  lab/adverse/spec.py     KIND[@START], ...
     path       lab/adverse/spec.py     KIND@START
@@ -19,13 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.adverse.spec import Fault, Flow, PathChange, parse_competing, parse_faults, parse_path
+from lab.endpoints.quic_window import parse_quic_window
 from lab.endpoints.sender_cc import parse_cc
 from lab.workloads.spec import Workload, parse_workload
 
 #: dimension -> its parser (a string in, the typed value out; a bad value raises a one-line UsageError)
 PARSERS: dict[str, Callable[[str], Any]] = {
     "workload": parse_workload, "cc": parse_cc, "faults": parse_faults, "competing": parse_competing,
-    "path": parse_path}
+    "path": parse_path, "quic_window": parse_quic_window}
 BULK = parse_workload("bulk")
 
 
@@ -38,6 +40,7 @@ class Settings:
     faults: tuple[Fault, ...] = ()
     competing: tuple[Flow, ...] = ()
     path: PathChange | None = None
+    quic_window: int | None = None     # bytes; None: the client's own window (auto-tuned)
     written: tuple[tuple[str, str], ...] = ()  # (dimension, value as written), in the plan's order
 
     def strings(self) -> dict[str, str]:

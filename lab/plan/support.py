@@ -1,15 +1,16 @@
 """Whether a planned run can run at all: asked once per run, before anything is set up (lab/run/runner.py).
 
 A run the lab cannot carry out by design (the registry says the client or server lacks the protocol, the sender's
-congestion control cannot be set, the client cannot move itself for a path change, the client does not run the
-workload) is recorded as "unsupported" with the reason: never run, never a failure. What only shows when the run
-is tried (an algorithm the server's kernel lacks, a client exiting 127) is the run's own outcome."""
+congestion control cannot be set, the client cannot move itself for a path change, the client cannot fix its QUIC
+window, the client does not run the workload) is recorded as "unsupported" with the reason: never run, never a
+failure. What only shows when the run is tried (an algorithm the server's kernel lacks, a client exiting 127) is
+the run's own outcome."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lab.endpoints import get_client, sender_cc
+from lab.endpoints import get_client, quic_window, sender_cc
 from lab.endpoints.base import ClientAdapter
 from lab.endpoints.registry import registry
 from lab.endpoints.sender_cc import SenderPlan
@@ -36,6 +37,7 @@ def check(run: PlannedRun) -> Support:
     settings = run.point.settings
     plan = sender_cc.resolve(reg.server(run.server), run.protocol, settings.cc)
     return Support(plan.reason or adverse_unsupported(settings.path, run.client, run.protocol, run.server)
+                   or quic_window.unsupported(settings.quic_window, run.client, run.protocol, settings.workload.kind)
                    or workload_unsupported(get_client(run.client), settings.workload, run.protocol), plan)
 
 

@@ -107,7 +107,8 @@ class RunRecord:
     link_host_drops: int | None = None  # packets the emulator dropped because the host could not keep up
     host_bound: str = ""             # why the host was the bottleneck (empty: it was not): flagged, see docs
     # the bytes the server delivered per time bin since the link was applied, from the client-side pcap (JSON:
-    # bin_s, bytes per bin; lab/evidence/delivered.py); empty without a pcap
+    # bin_s, bytes per bin, start_s = the client's first packet to the server; lab/evidence/delivered.py); empty
+    # without a pcap
     delivered: str = ""
 
 

@@ -3,11 +3,12 @@ force on this process's lab (QUICLAB_INSTANCE), then every measured sender run t
 
 A sender (lab/calibrate/senders.py) is a download by iperf3 with its congestion control, for as long as the user's
 run, recorded as a user records it: `iperf3 -c SERVER -R -C CC -t S --json --get-server-output` in the client
-(against a one-off `iperf3 -s -1` in the server's container), so the file holds the receiver's rates and the
-sender's RTT per interval; it is read by the same reader as the user's files (lab/calibrate/tools.py) and reduced
-by the same rule (senders.observed). A candidate iperf3 could not measure (its own error, e.g. no connection
-through a 50 % loss link) is None: censored by the search, never chosen. The lab failing (Docker, a container
-gone) raises: the search stops, nothing is recorded as a result. Every process is named `qlc-<tag>-...` and
+(against a one-off `iperf3 -s -1 --json` in the server's container), so the file holds the receiver's rates and, as
+`server_output_json`, the sender's RTT per interval; it is read by the same reader as the user's files
+(lab/calibrate/tools.py) and reduced by the same rule (senders.observed). A candidate iperf3 could not measure (its
+own error, e.g. no connection through a 50 % loss link) is None: censored by the search, never chosen. The lab
+failing (Docker, a container gone, a server whose output came back as text) raises: the search stops, nothing is
+recorded as a result. Every process is named `qlc-<tag>-...` and
 stopped in a `finally` (Ctrl-C too): nothing is left running.
 """
 
@@ -30,8 +31,8 @@ from lab.link import shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link
 
-PORT = 5399  # the lab senders' one-off server
-USER_PORT = 5201  # the server container's own iperf3 (images/server/entrypoint.sh): what a user downloads from
+PORT = 5399  # the one-off server a download fetches from (the server container's own iperf3 on 5201 runs without
+#              --json: images/server/entrypoint.sh)
 _LISTEN_TIMEOUT_S = 10.0
 _SLACK_S = 30.0  # beyond the sender's own time: connection set-up, iperf3's end exchange
 
@@ -42,11 +43,16 @@ def named(name: str, argv: list[str]) -> list[str]:
 
 
 def receiver_argv(port: int = PORT) -> list[str]:
-    """The one-off server a lab sender downloads from (in the server's container)."""
-    return ["iperf3", "-s", "-1", "-p", str(port)]
+    """The one-off server a download fetches from (in the server's container), with --json: --get-server-output
+    hands the client the server's output in the server's own format (iperf3(1): "if the server was invoked with the
+    --json flag, the output will be in JSON format, otherwise it will be in human-readable format"; iperf_api.c
+    send_results: `server_output_json` = the server's whole JSON document only when the server itself runs with
+    --json, else `server_output_text`, lines with Retr and Cwnd but no RTT). The client's --json is not passed on to
+    the server, so without this flag the sender's RTT never reaches the client's file."""
+    return ["iperf3", "-s", "-1", "--json", "-p", str(port)]
 
 
-def download_argv(s: Sender, port: int = USER_PORT) -> list[str]:
+def download_argv(s: Sender, port: int = PORT) -> list[str]:
     """A download as a user runs it in the client: the server sends with `s.cc`, its side in the JSON too."""
     return ["iperf3", "-c", config.SERVER_IP, "-p", str(port), "-R", "-C", s.cc, "-t", str(s.seconds), "--json",
             "--get-server-output", "--connect-timeout", "3000"]
@@ -54,9 +60,15 @@ def download_argv(s: Sender, port: int = USER_PORT) -> list[str]:
 
 def sender_json(out: str, s: Sender) -> Observed | None:
     """One sender's observation from its iperf3 JSON, or None when iperf3 did not measure (its own error) or the
-    run has no RTT samples. A run with another congestion control than asked is the lab's failure."""
+    run has no RTT samples. A run with another congestion control than asked, or a server whose output came back as
+    text (it ran without --json: no RTT for any candidate), is the lab's failure."""
     try:
-        flow = iperf3_flow(json.loads(out), f"iperf3 {s.cc} in the lab")
+        doc = json.loads(out)
+        if isinstance(doc, dict) and not doc.get("error") and "server_output_json" not in doc \
+                and "server_output_text" in doc:
+            raise EnvironmentProblem("the lab's iperf3 server sent its output as text (it ran without --json), so "
+                                     "the sender's RTT is not in the client's file: see receiver_argv")
+        flow = iperf3_flow(doc, f"iperf3 {s.cc} in the lab")
     except (ValueError, UsageError):
         return None
     if flow.cc and flow.cc != s.cc:
@@ -105,11 +117,16 @@ def check_allowed(senders: Mapping[str, Sender]) -> None:
 
 def run_sender(s: Sender) -> Observed | None:
     """One sender's download through the link in force: its observation, or None when iperf3 could not measure."""
+    return sender_json(one_off_download(s), s)
+
+
+def one_off_download(s: Sender) -> str:
+    """The client's JSON of one download from a one-off --json server started for it (stopped afterwards)."""
     tag = f"qlc-{uuid.uuid4().hex[:10]}"
     try:
         docker.exec_detached(config.SERVER_CONTAINER, named(f"{tag}-srv", receiver_argv()))
         _wait_listening(config.SERVER_CONTAINER)
-        return sender_json(download(s, PORT, tag), s)
+        return download(s, PORT, tag)
     finally:
         with contextlib.suppress(EnvironmentProblem):
             docker.exec_in(config.SERVER_CONTAINER, ["pkill", "-f", tag], timeout_s=10)
@@ -167,8 +184,10 @@ def measure_on(tables: tuple[Table, Table, Table], sender: Sender) -> Observed |
 # --- measuring a path as a user would (the benchmark's hidden links) -------------------------------------------------
 
 def user_download(s: Sender) -> str:
-    """A download as a user records it from the client, from the server's own iperf3 (port 5201)."""
-    return download(s, USER_PORT, f"qlc-{uuid.uuid4().hex[:10]}")
+    """A download as a user records it from the client (`iperf3 -R --json --get-server-output`), from a server the
+    user started with `iperf3 -s --json` (docs/calibrate.md: without --json the server's side, its RTT, is not in
+    the file; the server container's own iperf3 on 5201 runs without it)."""
+    return one_off_download(s)
 
 
 def user_ping(count: int = 50) -> str:

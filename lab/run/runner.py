@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from lab import config, objects
 from lab.adverse import run as adverse
-from lab.endpoints import get_client
+from lab.endpoints import get_client, quic_window
 from lab.endpoints.registry import registry
 from lab.errors import EnvironmentFailure, QuiclabError, UsageError
 from lab.evidence import capture
@@ -170,6 +170,20 @@ def execute(run: PlannedRun, ctx: Context) -> RunRecord:
 Columns = Callable[[dict[str, Any]], dict[str, Any]]
 
 
+def _restart_trace(rc: RunContext, ctx: Context) -> None:
+    """A recorded trace (mahimahi's) plays from when linkem is given the link. The probes set up before the transfer
+    take a time that differs by protocol (the sender's socket watch runs for TCP only: ~0.85 s against ~0.2 s), so a
+    trace put in force before them would meet TCP and HTTP/3 at different moments of the recording. Given again
+    here, right before the transfer, every run starts at the trace's beginning; its `applied_unix` moves with it.
+    Nothing else is reset: linkem keeps its counters across a reconfiguration, and its random streams restart from
+    the run's seed as they did a moment ago."""
+    link = rc.run.link()
+    if rc.applied_unix is None or not (link.downlink.trace_ms or link.uplink.trace_ms):
+        return
+    shaper.apply(link, ctx.shaper)
+    rc.applied_unix = time.time()
+
+
 def _run_with_probes(rc: RunContext, ctx: Context) -> tuple[TransferResult, Columns]:
     """The transfer with the probes around it: its result, and what adds the probes' columns to the identity and
     outcome (each probe in turn, seeing the columns so far; the evidence's files last)."""
@@ -189,9 +203,11 @@ def _run_with_probes(rc: RunContext, ctx: Context) -> tuple[TransferResult, Colu
                                 server=run.server, protocol=run.protocol, backend=rc.backend, link=rc.applied,
                                 size=run.point.size, timeout_s=timeout, port=rc.port) as adv:
                 rc.adv = adv
-                env = {**ev.client_env, **adv.client_env}
+                env = {**ev.client_env, **adv.client_env,
+                       **quic_window.client_env(settings.quic_window, run.protocol)}
                 for p in each:
                     p.before(rc)
+                _restart_trace(rc, ctx)
                 if handles(adapter, w):  # the one dispatch: bulk -> run_transfer, others -> lab/workloads
                     result: TransferResult = workloads.run_workload(
                         adapter, run.server, run.protocol, w, run.point.size, timeout, cc=ctx.quic_cc.get(run.client),

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from lab.adverse.spec import parse_competing, parse_faults, parse_path
+from lab.endpoints.quic_window import parse_quic_window
 from lab.endpoints.registry import registry
 from lab.endpoints.sender_cc import NATIVE, SOURCE_CMDLINE, SOURCE_NETNS, parse_cc, resolve
 from lab.errors import UsageError
@@ -50,7 +51,8 @@ def old_reading(strings: dict[str, str]) -> dict[str, Any]:
     cc = strings.get("cc")
     return {"workload": parse_workload(strings.get("workload", "bulk")), "cc": None if cc is None else parse_cc(cc),
             "faults": parse_faults(strings.get("faults", "")),
-            "competing": parse_competing(strings.get("competing", "")), "path": parse_path(strings.get("path", ""))}
+            "competing": parse_competing(strings.get("competing", "")), "path": parse_path(strings.get("path", "")),
+            "quic_window": parse_quic_window(strings["quic_window"]) if "quic_window" in strings else None}
 
 
 def typed(settings: Settings) -> dict[str, Any]:

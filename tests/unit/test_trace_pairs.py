@@ -85,5 +85,6 @@ def test_the_cellular_preset_runs_both_lte_traces_in_their_directions() -> None:
     runs = plan(s)
     assert len(runs) == 60 and {r.protocol.value for r in runs} == {"h1", "h2", "h3"}
     assert "pcap" in s.capture  # the delivered-bytes curves come from the client-side capture
+    assert "keylog" in s.capture  # and `quiclab explain` decrypts the QUIC runs' captures with the client's keys
     record = json.dumps(linkem.record_json(pts[0].link))
     assert len(record) < 2000  # not the 350,000 entries of a TMobile pair

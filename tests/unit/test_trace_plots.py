@@ -1,6 +1,7 @@
 """The trace plots (issue 35): a synthetic trace's capacity per bin as linkem loops it, the two panels drawn from a
-trace and delivered-bytes series, and a report of a synthetic sweep over a trace pair that writes, links and
-inlines them (and says when the trace read now is not the one the runs used)."""
+trace and delivered-bytes series (what the trace could deliver counted from each run's own start on it), and a
+report of a synthetic sweep over a trace pair that writes, links and inlines them (and says when the trace read now
+is not the one the runs used)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from lab.evidence.delivered import Delivered
 from lab.link import linkem
 from lab.link.spec import parse_link
 from lab.report.report import build_report
-from lab.report.trace_plots import Curve, capacity_bytes, make_trace_plots, trace_figure
+from lab.report.trace_plots import Curve, capacity_bytes, could_deliver, make_trace_plots, trace_figure
 from lab.report.traced import summary_line, trace_points
 from lab.results.schema import csv_text
 from tests.unit.test_stats import make_record
@@ -31,9 +32,17 @@ def test_capacity_counts_each_opportunity_in_its_bin_and_loops_the_trace() -> No
     assert [b * 8 / 1e6 for b in cap] == pytest.approx([12.0] * 5 + [3.0] * 5 + [12.0] * 2, rel=0.005)  # loops at 10 s
 
 
-def _series(rate_bps: float, seconds: float, start_s: float = 0.5) -> Delivered:
+def test_capacity_from_a_start_counts_from_there_and_still_loops() -> None:
+    # bins [0.15, 0.35), [0.35, 0.55): the opportunities at 250 and 500 ms (the two at 100 ms came before)
+    assert capacity_bytes([100, 100, 250, 500], 0.2, 0.55, start_s=0.15) == [1500, 1500]
+    # from 9.5 s: 0.5 s at 3 Mbit/s, then the trace again from its beginning at 12 Mbit/s
+    cap = capacity_bytes(TRACE, 0.5, 11.5, start_s=9.5)
+    assert [b * 8 / 0.5 / 1e6 for b in cap] == pytest.approx([3.0, 12.0, 12.0, 12.0], rel=0.01)
+
+
+def _series(rate_bps: float, seconds: float, start_s: float = 0.5, first_packet_s: float | None = None) -> Delivered:
     bins = [0] * int(start_s * 10) + [int(rate_bps / 8 / 10)] * int(seconds * 10)
-    return Delivered(bin_s=0.1, bytes=tuple(bins))
+    return Delivered(bin_s=0.1, bytes=tuple(bins), start_s=first_packet_s)
 
 
 def test_the_figure_has_the_capacity_above_and_every_run_below() -> None:
@@ -51,7 +60,30 @@ def test_the_figure_has_the_capacity_above_and_every_run_below() -> None:
     finals = sorted(round(ln.get_ydata()[-1], 3) for ln in lines if ln not in dashed)
     assert finals == [4.5, 5.0, 5.0]  # each run's delivered total (8 Mbit/s x 5 s, 10 x 4, 9 x 4 rounded up)
     labels = [t.get_text() for t in bottom.get_legend().get_texts()]
-    assert labels == ["what the trace could deliver (IP bytes)", "HTTP/1.1 (1 run)", "HTTP/3 (2 runs)"]
+    # these series carry no start (cells written before it was kept): the capacity from the link's application
+    assert labels == ["what the trace could deliver from the link's application (IP bytes; 3 run(s) without a "
+                      "recorded start)", "HTTP/1.1 (1 run)", "HTTP/3 (2 runs)"]
+
+
+def test_what_the_trace_could_deliver_starts_at_each_runs_own_start_on_the_trace() -> None:
+    """A run whose first packet left 4.0 s after its link was applied (the trace restarts then) could have had 1 s
+    at 12 Mbit/s and then 3 Mbit/s: its ceiling starts at (4.0 s, 0) and reaches 1.5 MB at 5 s and 3.0 MB at 9 s,
+    not the 7.5 MB and 9 MB the trace offered from its beginning (the old line, from 0, for every run)."""
+    late = Curve("h1", 0, _series(4e6, 5, start_s=4.0, first_packet_s=4.0))  # data 4.0-9.0 s
+    early = Curve("h3", 0, _series(10e6, 4, start_s=0.3, first_packet_s=0.2))
+    fig = trace_figure(TRACE, [late, early], "cellular: traces=cell size=10MB")
+    bottom = fig.axes[1]
+    dashed = {ln.get_color(): ln for ln in bottom.get_lines() if ln.get_linestyle() == "--" and len(ln.get_xdata())}
+    assert len(dashed) == 2
+    h1 = next(ln for ln in dashed.values() if ln.get_xdata()[0] == 4.0)
+    xs, ys = list(h1.get_xdata()), list(h1.get_ydata())
+    assert ys[0] == 0.0 and xs[-1] == pytest.approx(9.0)
+    assert ys[xs.index(5.0)] == pytest.approx(1.5, rel=0.01) and ys[-1] == pytest.approx(3.0, rel=0.01)
+    h3 = next(ln for ln in dashed.values() if ln is not h1)
+    assert h3.get_xdata()[0] == 0.2 and h3.get_ydata()[0] == 0.0
+    assert (list(h3.get_xdata()), list(h3.get_ydata())) == tuple(map(list, could_deliver(TRACE, 0.1, 0.2, 4.3)))
+    labels = [t.get_text() for t in bottom.get_legend().get_texts()]
+    assert labels[0] == "what the trace could deliver from the run's first packet (IP bytes; run's colour)"
 
 
 def test_without_the_trace_the_runs_are_still_drawn_and_the_reason_shown() -> None:
@@ -74,7 +106,8 @@ def sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         for rep in range(3):
             r = make_record(point=0, protocol=proto, repeat=rep, total_s=5.0, x_name="point", x=0.0,
                             label="traces=cell", sweep="cellular")
-            records.append(replace(r, link=link, delivered=_series(rate * (1 - 0.05 * rep), 5).to_json()))
+            series = _series(rate * (1 - 0.05 * rep), 5, first_packet_s=0.4)
+            records.append(replace(r, link=link, delivered=series.to_json()))
     records[0] = replace(records[0], status="failed", delivered="")
     folder = tmp_path / "sweep"
     folder.mkdir()
