@@ -232,7 +232,7 @@ class Losses:
 class _Sent:
     row: Row
     arrival: float | None
-    ranges: list[tuple[int, int, int]]  # (stream id or 0 for TCP, start offset, end offset)
+    ranges: list[tuple[tuple[int, int], int, int]]  # ((connection, stream id or 0 for TCP), start, end offset)
 
 
 def _data_sent(inp: RunInputs, transport: str, client_ip: str, arrival: list[float | None]) -> list[_Sent]:
@@ -240,16 +240,20 @@ def _data_sent(inp: RunInputs, transport: str, client_ip: str, arrival: list[flo
     for r in inp.server_rows:
         if r.src == client_ip:
             continue
+        # each connection's byte streams apart: a run of several connections (resume, 0rtt, new, HTTP/1.1 pages)
+        # numbers each one's TCP sequence and QUIC stream offsets from 0, which is no re-sending
         if transport == "tcp":
-            rng = [(0, r.tcp_seq - 1, r.tcp_seq - 1 + r.tcp_len)] if r.tcp_len > 0 else []
+            conn = r.tcp_stream or 0
+            rng = [((conn, 0), r.tcp_seq - 1, r.tcp_seq - 1 + r.tcp_len)] if r.tcp_len > 0 else []
         else:
-            rng = [(sid, off, off + n) for sid, off, n in r.streams() if n > 0]
+            conn = r.quic_conn or 0
+            rng = [((conn, sid), off, off + n) for sid, off, n in r.streams() if n > 0]
         if rng:
             out.append(_Sent(r, arrival[r.number - 1], rng))
     return out
 
 
-def _covers(s: _Sent, sid: int, off: int) -> bool:
+def _covers(s: _Sent, sid: tuple[int, int], off: int) -> bool:
     return any(i == sid and a <= off < b for i, a, b in s.ranges)
 
 
@@ -304,8 +308,8 @@ def _quic_timeouts(inp: RunInputs, client_ip: str, min_rtt: float | None) -> int
 def _losses(inp: RunInputs, transport: str, client_ip: str, arrival: list[float | None], t0: float,
             min_rtt: float | None) -> Losses:
     sent = _data_sent(inp, transport, client_ip, arrival)
-    hi: dict[int, int] = {}
-    delivered: dict[int, list[tuple[int, int]]] = {}
+    hi: dict[tuple[int, int], int] = {}
+    delivered: dict[tuple[int, int], list[tuple[int, int]]] = {}
     retx = retx_bytes = spurious = 0
     for s in sent:
         old = 0
@@ -359,7 +363,7 @@ def _losses(inp: RunInputs, transport: str, client_ip: str, arrival: list[float 
             else "a probe timeout (PTO): a packet sent with bytes in flight after the server was silent for the "
                  "minimum RTT, not within 2 ms of a client packet's arrival (server-side capture)")),
         first_loss_offset=_fig(first.ranges[0][1] if first else None, unit,
-                               note=f"stream {first.ranges[0][0]}" if first and transport == "quic" else ""),
+                               note=f"stream {first.ranges[0][0][1]}" if first and transport == "quic" else ""),
         first_loss_ms=_fig(_ms(first.row.time - t0) if first else None, "ms",
                            note="when the server sent it, from the first client packet"),
         first_loss_repair_ms=_fig(_ms(repair), "ms", note="its bytes first reached the client after this"))

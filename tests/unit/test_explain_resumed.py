@@ -266,3 +266,17 @@ def test_the_sentence_says_and_not_but_when_the_servers_were_not_held(tmp_path: 
     text = zero_rtt.sentence(200.0, [_timed("14/h3/gtlsclient/ngtcp2/0")], [free], "x")
     assert "; and that round brought 2.8 kB" in text and "at the limit in 0 of 1 runs;" in text
     assert "the rest waited" not in text
+
+
+def test_the_second_connection_is_not_taken_for_a_resend_of_the_first():
+    """explain.json's loss figures over a run of two connections (both number their stream 0 from offset 0): in
+    run 22/4 nothing was dropped and nothing re-sent; before, the second connection's 250 kB counted as re-sent."""
+    from lab.explain.analyze import RunInputs, _losses
+
+    rows = _rows("22/h3/gtlsclient/ngtcp2/4", "server")
+    inp = RunInputs(run_key="22/h3/gtlsclient/ngtcp2/4", protocol="h3", client_side=None, server_side=None,
+                    client_rows=[], server_rows=rows)
+    arrived: list[float | None] = [0.0] * (max(r.number for r in rows) + 1)  # every packet reached the client
+    loss = _losses(inp, "quic", C, arrived, rows[0].time, 0.2).record
+    assert loss.data_packets.value == 365  # both connections' data packets, the coalesced first ones included
+    assert loss.retransmissions.value == 0 and loss.bytes_retransmitted.value == 0
