@@ -8,7 +8,8 @@ of the client-side capture (the router's clock; t0 = the client's first Initial 
   (0-RTT, or 1-RTT after the handshake);
 - when the response's first STREAM bytes reached the client, and its last new byte;
 - when the handshake completed: the client's TLS Finished left, the server's HANDSHAKE_DONE arrived;
-- round trip by round trip (round k: arrivals within half an RTT of t0 + k x RTT, the link's configured RTT) the
+- round trip by round trip (round k: arrivals within half an RTT of t0 + k x RTT, the link's configured RTT, or on a
+  link without added delay the handshake's: t0 to the server's first datagram; at most MAX_ROUNDS rounds) the
   response bytes that arrived and the server's datagram bytes (its flight: the bytes in flight per round trip, how
   its congestion window grew);
 - from the server-side capture: what the server sent before it received the client's first Handshake packet (which
@@ -73,7 +74,8 @@ class SessionTimeline(BaseModel):
     workload: str
     status: Literal["timed", "not timed"]
     why: str = ""
-    rtt_ms: float | None = None  # the link's configured RTT (the run's record): the round trips' length
+    rtt_ms: float | None = None  # the link's configured RTT (the run's record): the round trips' length (else the
+    # handshake's, handshake_rtt_ms)
     connections: int = 0  # QUIC connections with a client ClientHello in the client-side capture
     connection: int | None = None  # tshark's index of the connection timed (the second one)
     early_data: bool = False  # the request left in 0-RTT packets
