@@ -42,6 +42,7 @@ from lab.docgen.atlas import Atlas, Experiment, Folder, Renderer, SeedPoint, sam
 from lab.docgen.censored import explanation
 from lab.docgen.seed_verdict import REPRODUCED_SHARE
 from lab.explain.model import Explanation
+from lab.plan import presets
 from lab.report.summary import md_table
 from lab.results.schema import RunRecord
 from lab.sizes import parse_size
@@ -208,7 +209,12 @@ def window_answer(r: Renderer, atlas: Atlas, q: WindowQuestion) -> list[str]:
 # The 0.1 % point, from its captures
 
 CAPTURED = "connectify-loss-captured"
-SERVERS = ("nginx", "nginx-sid")
+
+
+def servers() -> tuple[str, str]:
+    """The preset's two servers, the older nginx first (as the preset lists them: nginx 1.26, then nginx-sid)."""
+    old, new = presets.get(CAPTURED).servers[:2]
+    return old, new
 Getter = Callable[[Explanation], float | int | None]
 #: the time split of a run's timeline (lab/explain/timeline.py): handshake + loss recovery (stalled + resent) + rest
 SPLIT: tuple[tuple[str, Getter], ...] = (
@@ -303,22 +309,23 @@ def captured_answer(r: Renderer, atlas: Atlas) -> list[str]:
     f = r.folder(CAPTURED)
     if f is None:
         return [f"{seed_line(atlas)} {folder_ref(CAPTURED)}: {not_measured(CAPTURED)}.", ""]
-    by = {(p, s): explained(f, p, s) for p in ("h1", "h3") for s in SERVERS}
-    old, new = by[("h3", "nginx")], by[("h3", "nginx-sid")]
-    j = compare(new.runs, old.runs)  # nginx-sid's HTTP/3 time / nginx's
+    a, b = servers()
+    by = {(p, s): explained(f, p, s) for p in ("h1", "h3") for s in (a, b)}
+    old, new = by[("h3", a)], by[("h3", b)]
+    j = compare(new.runs, old.runs)  # the newer server's HTTP/3 time / the older's
     points = ", ".join(dict.fromkeys(x.point_label for x in f.records))
     text = [seed_line(atlas), f"From {folder_ref(CAPTURED)} (points: {points}): "
-            f"HTTP/3 to nginx-sid ({new.version}) / to nginx ({old.version}): "
-            f"{judged_cell(j, ('nginx-sid', 'nginx'))}."]
-    for s in SERVERS:
+            f"HTTP/3 to {b} ({new.version}) / to {a} ({old.version}): "
+            f"{judged_cell(j, (b, a))}."]
+    for s in (a, b):
         js = compare(by[("h3", s)].runs, by[("h1", s)].runs)
         text.append(f"HTTP/3 / HTTP/1.1 with {s} ({by[('h3', s)].version}): {judged_cell(js)}.")
     split = largest_split(old, new)
     if split is not None:
-        name, b, a = split
+        name, late, early = split
         text.append(f"Of the explained runs' time split (explain.json timeline: handshake, link idle with a hole "
                     f"open, re-sent bytes, the rest), the two servers' HTTP/3 medians differ most in "
-                    f"{SPLIT_WORDS[name]}: {figure_text(b)} ms (nginx-sid) vs {figure_text(a)} ms (nginx).")
+                    f"{SPLIT_WORDS[name]}: {figure_text(late)} ms ({b}) vs {figure_text(early)} ms ({a}).")
     text.append("Their loss response (medians over the explained runs): " + "; ".join(
         response_text(x) for x in (new, old)) + ".")
     cols = ["method (server version)", "n", "median time [CI]", "explained", *(n for n, _ in (*SPLIT, *RESPONSE))]
