@@ -150,7 +150,7 @@ NOT_SOURCE = ("results",)
 def _git(*args: str) -> str:
     try:
         return subprocess.run(["git", *args], cwd=config.ROOT, capture_output=True, text=True,
-                              timeout=30).stdout
+                              timeout=config.deadline(30)).stdout
     except (OSError, subprocess.SubprocessError):
         return ""
 
