@@ -14,6 +14,7 @@ import pytest
 
 from lab import agent, config, docker, lab
 from lab.errors import EnvironmentProblem, UsageError
+from lab.run import environment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -133,6 +134,12 @@ def test_the_readiness_wait_scales(env, capsys):
     env.setenv(config.ENV_SLOW, "3")
     run()
     assert "every container is ready" in capsys.readouterr().err
+
+
+def test_a_sweeps_manifest_says_it_ran_under_emulation(env):
+    assert environment.host()["slow"] == 1.0
+    env.setenv(config.ENV_SLOW, "10")
+    assert environment.host()["slow"] == 10.0
 
 
 #: Where the lab's code enforces a deadline on its own machinery (a subprocess, a thread join, a polling loop):
