@@ -26,7 +26,8 @@ quiclab=(.venv/bin/quiclab)
 all=(connectify-rate connectify-rate-cubic connectify-rate-nginx-sid connectify-rtt connectify-rtt-cubic
      connectify-rtt-nginx-sid survey-delay survey-loss survey-spikes jitter-reorder jitter bolina-0rtt yu-reuse
      kth-unshaped kth-size kth-loss connectify-loss connectify-cc survey-grid bolina yu yu-rtt35 yu-senders
-     connectify-loss-nginx-sid connectify-loss-cubic)
+     connectify-loss-nginx-sid connectify-loss-cubic connectify-loss-captured connectify-rtt-window
+     connectify-rate-window yu-senders-quic survey-loss-cubic)
 presets=("$@")
 ((${#presets[@]})) || presets=("${all[@]}")
 # A reference folder is made from committed code only (`quiclab publish` refuses anything else): say so before an

@@ -4,9 +4,10 @@
    +200 ms every QUIC client clearly beats every TCP one, more so as the object grows. Per sender pair (QUIC's
    sender vs TCP's, read back from the runs) and size: QUIC/TCP time by the one rule and the lab's direction. The
    claim **holds** for a pair when the lab says QUIC faster at every size and the ratio does not rise from one size
-   to the next larger (its point estimates); the folders: yu (today's defaults), yu-senders (curl -> nginx-sid,
-   sender native or cubic) and yu-senders-quic (gtlsclient -> ngtcp2 against curl -> nginx-sid, both senders CUBIC
-   or both BBR, and crossed).
+   to the next larger (its point estimates); it holds **from** a size when that is so for that size and every larger
+   one (at least the two largest), but not for the smaller ones; the folders: yu (today's defaults), yu-senders
+   (curl -> nginx-sid, sender native or cubic) and yu-senders-quic (gtlsclient -> ngtcp2 against curl -> nginx-sid,
+   both senders CUBIC or both BBR, and crossed).
 4. **Reuse savings**: yu-reuse runs five requests on one connection (reuse) and on five connections (new). The
    saving per request is (new - reuse) / requests: the Hodges-Lehmann shift of the two time samples (the median of
    every pairwise difference) with its exact Mann-Whitney interval at its level (verdict.hodges_lehmann; the two
@@ -100,8 +101,17 @@ def holds(cells: Sequence[Judged | None]) -> bool:
     return all(b <= a for a, b in itertools.pairwise(values))  # type: ignore[operator]
 
 
-def sender_row(r: Renderer, pair: SenderPair) -> tuple[list[str], bool | None]:
-    """The pair's row and whether the claim holds (None: a folder not committed yet)."""
+def holds_from(cells: Sequence[Judged | None]) -> int | None:
+    """The first size index from which the claim holds for every larger size too (0: at every size), at least the
+    two largest sizes; None: not even there."""
+    for i in range(max(len(cells) - 1, 0)):
+        if holds(cells[i:]):
+            return i
+    return None
+
+
+def sender_row(r: Renderer, pair: SenderPair) -> tuple[list[str], bool | None, int | None]:
+    """The pair's row, whether the claim holds (None: a folder not committed yet) and from which size it holds."""
     cells: list[Judged | None] = []
     seen_q: list[RunRecord] = []
     seen_t: list[RunRecord] = []
@@ -110,29 +120,34 @@ def sender_row(r: Renderer, pair: SenderPair) -> tuple[list[str], bool | None]:
         t = runs_of(r, pair.tcp, size=size, rtt_s=RTT_S, loss_pct=LOSS_PCT)
         if q is None or t is None:
             missing = pair.quic.preset if q is None else pair.tcp.preset
-            return [pair_label(pair, [], []), *[not_measured(missing)] * len(SIZES), "-"], None
+            return [pair_label(pair, [], []), *[not_measured(missing)] * len(SIZES), "-"], None, None
         seen_q += q
         seen_t += t
         cells.append(compare(q, t))
-    ok = holds(cells)
-    return [pair_label(pair, seen_q, seen_t), *(judged_cell(j) for j in cells), "yes" if ok else "no"], ok
+    ok, start = holds(cells), holds_from(cells)
+    said = "yes" if ok else f"from {format_size(SIZES[start])}" if start is not None else "no"
+    return [pair_label(pair, seen_q, seen_t), *(judged_cell(j) for j in cells), said], ok, start
 
 
 def senders_answer(r: Renderer) -> list[str]:
     rows = [sender_row(r, p) for p in PAIRS]
-    measured = [(row, ok) for row, ok in rows if ok is not None]
-    held = [row[0] for row, ok in measured if ok]
-    waiting = sorted({s.preset for (_, ok), p in zip(rows, PAIRS, strict=True) if ok is None
+    measured = [(row, ok, start) for row, ok, start in rows if ok is not None]
+    held = [row[0] for row, ok, _ in measured if ok]
+    larger = [f"{row[0]} (from {format_size(SIZES[start])})" for row, ok, start in measured
+              if not ok and start is not None]
+    waiting = sorted({s.preset for (_, ok, _), p in zip(rows, PAIRS, strict=True) if ok is None
                       for s in (p.quic, p.tcp) if r.folder(s.preset) is None})
     lead = (f"At {LOSS_PCT:g} % loss and +{RTT_S * 1000:g} ms (Yu's lines 118-123), per sender pair and size: "
             f"QUIC/TCP time by the one rule. \"QUIC clearly better, more so with size\" holds ")
     lead += ("under " + "; ".join(held) + "." if held else f"under none of the {len(measured)} measured sender "
              "pairs.")
+    if larger:
+        lead += " It holds for the larger objects only under " + "; ".join(larger) + "."
     if waiting:
         lead += " Not yet measured: " + ", ".join(f"{folder_ref(w)} (`bash scripts/atlas.sh {w}`)"
                                                   for w in waiting) + "."
     cols = ["sender pair (read back), folders", *(format_size(s) for s in SIZES), "holds?"]
-    return [lead, "", md_table((cols, [row for row, _ in rows])), ""]
+    return [lead, "", md_table((cols, [row for row, _, _ in rows])), ""]
 
 
 # ---------------------------------------------------------------------------------------------------------------

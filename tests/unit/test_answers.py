@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.docgen import answers, answers_connectify, answers_kth_survey, answers_yu
+from lab.docgen import answer_stats, answers, answers_connectify, answers_kth_survey, answers_yu
 from lab.docgen.answer_stats import band, not_measured
 from lab.docgen.atlas import Renderer, load_atlas
 from lab.explain.model import Explanation, Timeline
@@ -205,6 +205,23 @@ def test_the_claim_holds_only_for_the_pair_faster_at_every_size_and_more_so_with
 def test_holds_needs_a_decided_faster_quic_at_every_size(tmp_path: Path) -> None:
     assert not answers_yu.holds([])
     assert not answers_yu.holds([None])
+
+
+def _cell(ratio: float) -> answer_stats.Judged | None:
+    """QUIC/TCP at one size over 5 paired runs whose QUIC/TCP time is `ratio` (a little spread)."""
+    tcp = [run("p", "x", "h2", k, 1.0 + 0.01 * k) for k in range(5)]
+    quic = [run("p", "x", "h3", k, (1.0 + 0.01 * k) * ratio * (1 + 0.002 * k)) for k in range(5)]
+    return answer_stats.compare(quic, tcp)
+
+
+def test_the_claim_can_hold_from_a_size_on_and_not_below_it() -> None:
+    # parity at the two small sizes, QUIC faster at the two large ones and more so at the largest: from the third
+    cells = [_cell(1.0), _cell(1.0), _cell(0.5), _cell(0.2)]
+    assert not answers_yu.holds(cells) and answers_yu.holds_from(cells) == 2
+    assert answers_yu.holds_from([_cell(0.8), _cell(0.6), _cell(0.5), _cell(0.2)]) == 0
+    # faster at the largest only, or less so at the largest: not even from a size
+    assert answers_yu.holds_from([_cell(1.0), _cell(1.0), _cell(1.0), _cell(0.2)]) is None
+    assert answers_yu.holds_from([_cell(1.0), _cell(1.0), _cell(0.2), _cell(0.5)]) is None
 
 
 # ---------------------------------------------------------------------------------------------------------------
