@@ -50,7 +50,7 @@ class Agent:
         self._proc = docker.Stream(docker.exec_args(container, self.serve, interactive=True, env=env),
                                    deadline_s=None, stdin=True, stdout=subprocess.PIPE, stderr=self._stderr)
         self._next_id = 0
-        hello = self._read_line(time.monotonic() + START_TIMEOUT_S)
+        hello = self._read_line(time.monotonic() + config.deadline(START_TIMEOUT_S))
         if hello is None or json.loads(hello).get("agent") != "quiclab-agent":
             self.close()
             raise AgentLost(f"no quiclab-agent answered in {container}: {self._why()}")
@@ -82,6 +82,8 @@ class Agent:
         return int(doc.get("id", -1)), int(doc["exit"]), str(doc.get("stdout", "")), str(doc.get("stderr", ""))
 
     def call(self, argv: list[str], timeout_s: float) -> tuple[int, str, str]:
+        """Run argv through the agent; `timeout_s` is already this machine's (config.deadline: `run` scales it):
+        the agent ends the command when it passes, and the answer is awaited a second longer."""
         self._next_id += 1
         try:
             self._proc.send(self.request(argv, timeout_s))
@@ -195,7 +197,7 @@ def run(container: str, argv: list[str], timeout_s: float) -> str:
     if agent is None:
         return docker.exec_in(container, argv, timeout_s=timeout_s)
     try:
-        code, out, err = agent.call(argv, timeout_s)
+        code, out, err = agent.call(argv, config.deadline(timeout_s))  # (exec_in scales its own)
     except BaseException:  # Ctrl-C, a deadline, a lost agent: it may still be busy with this command
         _agents.pop(container, None)
         agent.close()

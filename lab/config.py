@@ -41,10 +41,14 @@ ENV_AGENT = "QUICLAB_AGENT"  # "off" = one docker exec per command even where a 
 # "off" = the client agents start curl with each fetch instead of keeping the next one started (images/client/agent.py)
 ENV_CURL_SPARE = "QUICLAB_CURL_SPARE"
 ENV_INSTANCE = instance.ENV_INSTANCE  # which lab of this host (lab/instance.py); unset: the default lab
+#: How many times slower than a real host the lab's machine is (an emulated CPU: scripts/vm.sh sets it in a VM under
+#: TCG). Every deadline of the lab's own machinery is that many times longer (`deadline`); nothing measured changes.
+ENV_SLOW = "QUICLAB_SLOW"
 ENV_FILE = ROOT / ".env"
 
 DEFAULT_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 3600.0
+MAX_SLOW = 100.0
 _OFF = ("off", "none", "0", "no", "false")
 _ON = ("on", "1", "yes", "true")
 _DOCKER_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -174,6 +178,13 @@ def _seconds(text: str) -> float:
     return v
 
 
+def _factor(text: str) -> float:
+    v = float(text)
+    if not (math.isfinite(v) and 1 <= v <= MAX_SLOW):
+        raise ValueError(text)
+    return v
+
+
 def _switch(text: str) -> bool:
     if text.lower() in _OFF:
         return False
@@ -220,6 +231,20 @@ def timeout_s() -> float:
     """The per-transfer timeout of `quiclab run` when --timeout is not given."""
     return _typed(ENV_TIMEOUT, DEFAULT_TIMEOUT_S, _seconds,
                   f"a number of seconds, more than 0 and at most {MAX_TIMEOUT_S:g}")
+
+
+def slow_factor() -> float:
+    """QUICLAB_SLOW: how many times slower than a real host this machine runs the lab (1, the default, on a real
+    host; scripts/vm.sh sets it inside a VM whose CPU is emulated)."""
+    return _typed(ENV_SLOW, 1.0, _factor, f"a number from 1 to {MAX_SLOW:g} (how many times slower than a real host)")
+
+
+def deadline(seconds: float) -> float:
+    """A deadline of the lab's own machinery (a `docker exec`, a helper container, a readiness wait, a tshark read,
+    a process start) as this machine needs it: `seconds` on a real host, QUICLAB_SLOW times as long under emulation.
+    Applied once, where the deadline is enforced; never to what a run measures (a transfer's timeout, a probe's
+    interval, a bin), which stays what the plan says."""
+    return seconds * slow_factor()
 
 
 def grafana_enabled() -> bool:
@@ -287,6 +312,7 @@ def check_all() -> None:
     pushgateway_port()
     grafana_port()
     timeout_s()
+    slow_factor()
     grafana_enabled()
     agent_enabled()
     curl_spare_enabled()

@@ -132,7 +132,8 @@ def server_version() -> str:
 
 
 #: How long a command in a lab container may take unless the caller says otherwise (a frozen container must never
-#: hang a sweep: every call into a container has a deadline).
+#: hang a sweep: every call into a container has a deadline). Every deadline here, the caller's too, is a real host's:
+#: it is scaled once, where it is enforced, by config.deadline (QUICLAB_SLOW times longer under emulation).
 EXEC_TIMEOUT_S = 30.0
 
 
@@ -159,6 +160,7 @@ def exec_in(container: str, command: list[str], timeout_s: float = EXEC_TIMEOUT_
     within `timeout_s`. The docker CLI runs in its own session, so a Ctrl-C at the terminal reaches quiclab only,
     which then stops what runs in the container itself (never half-killed by the terminal's signal)."""
     argv = _exec_argv(container, command)
+    timeout_s = config.deadline(timeout_s)
     try:
         done = subprocess.run(argv, capture_output=True, timeout=timeout_s, check=False, start_new_session=True)
     except subprocess.TimeoutExpired:
@@ -180,10 +182,12 @@ def run_once(image: str, command: list[str], *, network: str, cap_add: tuple[str
     argv = [PROGRAM, "run", "--rm", "--name", name, "--label", f"{config.PROJECT}.helper=1", "--network", network,
             *(f"--cap-add={c}" for c in cap_add), *(f"--security-opt={o}" for o in security_opt),
             "--entrypoint", command[0], image, *command[1:]]
+    timeout_s = config.deadline(timeout_s)
     try:
         done = subprocess.run(argv, capture_output=True, timeout=timeout_s, check=False, start_new_session=True)
     except subprocess.TimeoutExpired:
-        subprocess.run([PROGRAM, "rm", "-f", name], capture_output=True, timeout=EXEC_TIMEOUT_S, check=False)
+        subprocess.run([PROGRAM, "rm", "-f", name], capture_output=True, timeout=config.deadline(EXEC_TIMEOUT_S),
+                       check=False)
         raise ExecTimeout(f"helper container {name} ({' '.join(command[:2])}) did not finish within {timeout_s:g} s"
                           ) from None
     except FileNotFoundError:
@@ -236,10 +240,10 @@ def image_tags(reference: str) -> frozenset[str]:
     """The `repository:tag` of every local image matching `reference` (e.g. "quiclab/*"), in one call."""
     try:
         done = subprocess.run([PROGRAM, "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", reference],
-                              capture_output=True, text=True, timeout=EXEC_TIMEOUT_S, check=False)
+                              capture_output=True, text=True, timeout=config.deadline(EXEC_TIMEOUT_S), check=False)
     except subprocess.TimeoutExpired:
         raise EnvironmentProblem("`docker image ls` did not return within "
-                                 f"{EXEC_TIMEOUT_S:g} s: is the Docker engine overloaded?") from None
+                                 f"{config.deadline(EXEC_TIMEOUT_S):g} s: is the Docker engine overloaded?") from None
     except FileNotFoundError:
         raise _not_installed() from None
     if done.returncode != 0:
@@ -265,7 +269,7 @@ def compose_build(services: tuple[str, ...], profiles: tuple[str, ...], echo: Ca
                                 errors="replace", start_new_session=True)
     except FileNotFoundError:
         raise _not_installed() from None
-    deadline = threading.Timer(BUILD_TIMEOUT_S, proc.kill)
+    deadline = threading.Timer(config.deadline(BUILD_TIMEOUT_S), proc.kill)
     deadline.start()
     try:
         assert proc.stdout is not None
@@ -285,9 +289,9 @@ def container_names(prefix: str) -> list[str]:
     """The names of every container on this host (running or not) that start with `prefix`, in one call."""
     try:
         done = subprocess.run([PROGRAM, "ps", "-a", "--format", "{{.Names}}", "--filter", f"name=^{prefix}"],
-                              capture_output=True, text=True, timeout=EXEC_TIMEOUT_S, check=False)
+                              capture_output=True, text=True, timeout=config.deadline(EXEC_TIMEOUT_S), check=False)
     except subprocess.TimeoutExpired:
-        raise EnvironmentProblem(f"`docker ps` did not return within {EXEC_TIMEOUT_S:g} s") from None
+        raise EnvironmentProblem(f"`docker ps` did not return within {config.deadline(EXEC_TIMEOUT_S):g} s") from None
     except FileNotFoundError:
         raise _not_installed() from None
     if done.returncode != 0:
@@ -323,10 +327,11 @@ class Inspected:
 
 
 def _docker_text(argv: list[str]) -> str:
+    timeout_s = config.deadline(EXEC_TIMEOUT_S)
     try:
-        done = subprocess.run([PROGRAM, *argv], capture_output=True, text=True, timeout=EXEC_TIMEOUT_S, check=False)
+        done = subprocess.run([PROGRAM, *argv], capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
-        raise EnvironmentProblem(f"`docker {argv[0]}` did not return within {EXEC_TIMEOUT_S:g} s: is the Docker "
+        raise EnvironmentProblem(f"`docker {argv[0]}` did not return within {timeout_s:g} s: is the Docker "
                                  "engine overloaded?") from None
     except FileNotFoundError:
         raise _not_installed() from None
@@ -391,6 +396,7 @@ def start_attached(container: str, timeout_s: float) -> tuple[int, str, str]:
     """Start a stopped (one-shot) container attached, wait for it to exit: (exit code, stdout, stderr). Raises
     ExecTimeout when it does not exit within `timeout_s` (the docker CLI is killed; the helper may still run)."""
     argv = [PROGRAM, "start", "-a", container]
+    timeout_s = config.deadline(timeout_s)
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
                               start_new_session=True)
@@ -505,6 +511,9 @@ class Stream:
     killed and waited for; never left behind. Killing it ends the docker CLI, not what runs in the container: the
     owner stops that itself (by name), as it always did.
 
+    `deadline_s` and the grace periods are a real host's, scaled here by config.deadline; a deadline passed to `line`
+    is the caller's to scale.
+
     Start failures raise EnvironmentProblem; what the process says is the caller's to judge (`line`, `finish`)."""
 
     def __init__(self, args: Sequence[str], *, deadline_s: float | None, stdin: bool = False,
@@ -521,7 +530,7 @@ class Stream:
             raise _not_installed() from None
         self._timer: threading.Timer | None = None
         if deadline_s is not None:
-            self._timer = threading.Timer(deadline_s, self._expire)
+            self._timer = threading.Timer(config.deadline(deadline_s), self._expire)
             self._timer.daemon = True  # never keeps quiclab from exiting
             self._timer.start()
 
@@ -595,7 +604,7 @@ class Stream:
         (stdout, stderr) where piped (None where not)."""
         self._cancel()
         try:
-            out, err = self.proc.communicate(timeout=grace_s)
+            out, err = self.proc.communicate(timeout=config.deadline(grace_s))
         except subprocess.TimeoutExpired:
             self.kill()
             out, err = self.proc.communicate()
@@ -608,7 +617,7 @@ class Stream:
             if self.proc.stdin:
                 self.proc.stdin.close()
         try:
-            self.proc.wait(timeout=grace_s)
+            self.proc.wait(timeout=config.deadline(grace_s))
         except subprocess.TimeoutExpired:
             self.kill()
             self.proc.wait()

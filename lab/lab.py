@@ -265,6 +265,7 @@ def wait_ready(timeout_s: float = UP_TIMEOUT_S, poll: Callable[[], list[str]] = 
                interval_s: float = 0.5) -> None:
     """Wait until every lab container is healthy and the route helpers exited 0, showing what is still awaited
     (a spinner on a terminal, a line every few seconds off one)."""
+    timeout_s = config.deadline(timeout_s)
     deadline = clock() + timeout_s
     with terminal.waiting("waiting for the lab to become ready", clock=clock) as update:
         while True:

@@ -18,7 +18,9 @@
 # "1"; default none), QUICLAB_VM_MEM (MiB, default 4096), QUICLAB_VM_ACCEL (auto|kvm|tcg; auto tries KVM once per
 # host kernel and QEMU version and falls back to TCG when the guest does not come up), QUICLAB_VM_TIMEOUT (seconds
 # for the whole job, default 3600), QUICLAB_VM_MIRROR (Debian mirror for the image, default the host's apt mirror),
-# QUICLAB_VM_PROFILES (the lab's optional parts to move in as well, e.g. sid,browser; default none).
+# QUICLAB_VM_PROFILES (the lab's optional parts to move in as well, e.g. sid,browser; default none),
+# QUICLAB_VM_SLOW (the guest's QUICLAB_SLOW under TCG, default 10: every deadline of the lab's own machinery, a
+# `docker exec`, a readiness wait, a tshark read, that many times longer, lab/config.py `deadline`; 1 under KVM).
 # Exit: the command's exit code; 2 with one line for a bad input or what the host lacks; 3 when the VM failed.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,6 +34,7 @@ accel=${QUICLAB_VM_ACCEL:-auto}
 timeout_s=${QUICLAB_VM_TIMEOUT:-3600}
 kvm_boot_s=${QUICLAB_VM_KVM_BOOT_S:-90}
 profiles=${QUICLAB_VM_PROFILES:-}
+slow_tcg=${QUICLAB_VM_SLOW:-10}
 need_gb_build=6   # free space for building the image and saving the lab's images (sparse disk, tars)
 need_gb_run=4
 
@@ -47,6 +50,8 @@ check_settings() {
   [[ $mem =~ ^[1-9][0-9]*$ && $mem -ge 1024 ]] || die "QUICLAB_VM_MEM=$mem: MiB, at least 1024, is allowed"
   [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || die "QUICLAB_VM_TIMEOUT=$timeout_s: a positive number of seconds is allowed"
   case $accel in auto|kvm|tcg) ;; *) die "QUICLAB_VM_ACCEL=$accel: allowed are auto, kvm, tcg";; esac
+  [[ $slow_tcg =~ ^[1-9][0-9]*$ && $slow_tcg -le 100 ]] \
+    || die "QUICLAB_VM_SLOW=$slow_tcg: a whole number from 1 to 100 is allowed"
   if [ -n "$cpus" ]; then
     [[ $cpus =~ ^[0-9]+([,-][0-9]+)*$ ]] || die "QUICLAB_VM_CPUS=$cpus: a CPU list such as 1 or 0-1 is allowed"
     taskset -c "$cpus" true 2>/dev/null || die "QUICLAB_VM_CPUS=$cpus: not CPUs of this host ($(nproc) cores)"
@@ -215,8 +220,10 @@ if ls $h/ca/*.crt >/dev/null 2>&1; then
 fi
 export SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 export UV_CACHE_DIR=/var/cache/uv UV_PYTHON_PREFERENCE=only-system HOME=/root  # uv reads SSL_CERT_FILE
+# how many times slower than a real host this guest is (scripts/vm.sh: QUICLAB_VM_SLOW under TCG, 1 under KVM)
+export QUICLAB_SLOW=$(cat $h/slow 2>/dev/null || echo 1)
 install -m 0755 $h/uv /usr/local/bin/uv
-say "kernel $(uname -r), $(nproc) vCPUs, sch_netem: $(modprobe sch_netem 2>&1 && echo loaded || echo missing)"
+say "kernel $(uname -r), $(nproc) vCPUs, sch_netem: $(modprobe sch_netem 2>&1 && echo loaded || echo missing), QUICLAB_SLOW=$QUICLAB_SLOW"
 for _ in $(seq 120); do docker info >/dev/null 2>&1 && break; sleep 1; done
 docker info >/dev/null 2>&1 || { say "dockerd did not start"; exit 97; }
 say "dockerd up at $(t) s after boot"
@@ -279,6 +286,8 @@ start_qemu() {  # $1 = kvm|tcg
   local machine cpu
   if [ "$1" = kvm ]; then machine=q35,accel=kvm; cpu=host; else machine=q35,accel=tcg; cpu=max; fi
   rm -rf "$share/out"; mkdir -p "$share/out"
+  # the lab's deadlines in the guest (QUICLAB_SLOW): an emulated CPU is several times slower than the host's
+  if [ "$1" = kvm ]; then echo 1; else echo "$slow_tcg"; fi >"$share/slow"
   : >"$cache/console.log"
   ${cpus:+taskset -c "$cpus"} qemu-system-x86_64 -machine "$machine" -cpu "$cpu" -smp "$smp" -m "$mem" \
     -display none -monitor none -no-reboot -nodefaults -serial "file:$cache/console.log" \
@@ -325,7 +334,7 @@ boot() {
     start_qemu tcg
     wait_up 600 || vm_fail "the guest did not come up under TCG within 600 s: see $cache/console.log"
   fi
-  ok "guest up under ${used^^} in $(secs "$t0") s (${smp} vCPUs${cpus:+, pinned to host CPU $cpus}, ${mem} MiB)"
+  ok "guest up under ${used^^} in $(secs "$t0") s (${smp} vCPUs${cpus:+, pinned to host CPU $cpus}, ${mem} MiB, QUICLAB_SLOW=$(cat "$share/slow"))"
 }
 
 run() {

@@ -109,7 +109,7 @@ class Competition:
                 self.running.append(Running(flow, name, (server.address, server.port)))
         if any(r.flow.kind == "quic" for r in self.running):
             objects.ensure(QUIC_OBJECT_BYTES)
-        deadline = time.monotonic() + _START_TIMEOUT_S
+        deadline = time.monotonic() + config.deadline(_START_TIMEOUT_S)
         for r in self.running:
             if r.flow.kind == "quic":
                 continue
@@ -129,7 +129,7 @@ class Competition:
                 "tcpdump", "-i", ifs.client_side, "-n", "-s", "96", "-U", "-B", "8192", "-w", self.capture_path,
                 "ip", "and", "dst", "host", config.CLIENT_IP, "and", "(", "tcp", "or", "udp", ")"])),
             deadline_s=docker.RUN_SCOPED_DEADLINE_S, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + _START_TIMEOUT_S
+        deadline = time.monotonic() + config.deadline(_START_TIMEOUT_S)
         while (line := self.capture.line(deadline, "stderr")) is not None:
             if "listening on" in line:
                 return

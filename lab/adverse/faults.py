@@ -52,7 +52,7 @@ def container_state(name: str) -> tuple[str, bool, str]:
 
 def wait_healthy(name: str, within_s: float = HEALTHY_WITHIN_S) -> str | None:
     """Wait until the container runs, unpaused and healthy; None, or why not."""
-    deadline = time.monotonic() + within_s
+    deadline = time.monotonic() + config.deadline(within_s)
     state: tuple[str, bool, str] = ("?", False, "")
     while time.monotonic() < deadline:
         try:
@@ -65,7 +65,7 @@ def wait_healthy(name: str, within_s: float = HEALTHY_WITHIN_S) -> str | None:
         time.sleep(0.2)
     status, paused, health = state
     shown = f"{'paused' if paused else status}{f' ({health})' if health else ''}"
-    return f"{name} is {shown} {within_s:g} s after the fault"
+    return f"{name} is {shown} {config.deadline(within_s):g} s after the fault"
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ class NftShell:
                                                    interactive=True),
                                   deadline_s=docker.RUN_SCOPED_DEADLINE_S, stdin=True, stdout=subprocess.PIPE)
         try:
-            self._sync(time.monotonic() + 15)
+            self._sync(time.monotonic() + config.deadline(15))
         except BaseException:  # an nft that never answered is not left running
             self.proc.close(grace_s=0)
             raise
@@ -130,7 +130,7 @@ class NftShell:
             if marker in line:
                 if out and out[-1].startswith("Error"):
                     out.pop()  # the marker's own error
-                self._line(time.monotonic() + 1)  # its caret line
+                self._line(time.monotonic() + config.deadline(1))  # its caret line
                 return out
             out.append(line)
         raise EnvironmentProblem(f"nft in the router did not answer ({' '.join(out)[:200] or 'no output'})")
@@ -142,7 +142,7 @@ class NftShell:
             self.proc.send((" ; ".join(commands) + "\n").encode())
         except OSError:
             raise EnvironmentProblem("the router's nft shell is gone") from None
-        errors = [line for line in self._sync(time.monotonic() + 15) if line.startswith("Error")]
+        errors = [line for line in self._sync(time.monotonic() + config.deadline(15)) if line.startswith("Error")]
         done = time.time()
         if errors:
             raise EnvironmentProblem(f"nft in the router: {errors[0]} for: {' ; '.join(commands)[:200]}")

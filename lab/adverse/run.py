@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab import objects, terminal
+from lab import config, objects, terminal
 from lab.adverse import path as pathmod
 from lab.adverse import rules
 from lab.adverse.competing import Competition
@@ -97,9 +97,9 @@ class Scheduler:
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(JOIN_TIMEOUT_S)
+            self._thread.join(config.deadline(JOIN_TIMEOUT_S))
             if self._thread.is_alive():
-                self.errors.append(f"an adverse action did not finish within {JOIN_TIMEOUT_S:g} s")
+                self.errors.append(f"an adverse action did not finish within {config.deadline(JOIN_TIMEOUT_S):g} s")
 
 
 @dataclass

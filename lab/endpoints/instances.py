@@ -8,7 +8,7 @@ import contextlib
 import time
 from dataclasses import dataclass
 
-from lab import agent, docker
+from lab import agent, config, docker
 from lab.errors import EnvironmentProblem
 
 START_TIMEOUT_S = 10.0
@@ -43,7 +43,7 @@ def start(container: str, command: tuple[str, ...], port: int, env: dict[str, st
         docker.exec_detached(container, command, env={"PORT": str(port), **env})
     except docker.DockerError as e:
         raise EnvironmentProblem(f"could not start {what}: {e.reason(200)}") from None
-    deadline = time.monotonic() + START_TIMEOUT_S
+    deadline = time.monotonic() + config.deadline(START_TIMEOUT_S)
     while time.monotonic() < deadline:
         found = listener(container, port)
         if found is not None:
@@ -58,6 +58,6 @@ def stop(container: str, port: int) -> None:
         found = listener(container, port)
         if found is not None:
             docker.exec_in(container, ["kill", "-INT", str(found.pid)])
-            deadline = time.monotonic() + 2.0
+            deadline = time.monotonic() + config.deadline(2.0)
             while time.monotonic() < deadline and listener(container, port) is not None:
                 time.sleep(0.05)

@@ -143,7 +143,7 @@ def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: st
         if "pcap" in kinds:
             ifs = router.interfaces()
             router.run("mkdir", "-p", _ROUTER_DIR)
-            deadline = time.monotonic() + _START_TIMEOUT_S
+            deadline = time.monotonic() + config.deadline(_START_TIMEOUT_S)
             for side, iface in (("client-side", ifs.client_side), ("server-side", ifs.server_side)):
                 dumps.append((_Tcpdump(iface, f"{_ROUTER_DIR}/{tag}-{side}.pcap"), f"{side}.pcap"))
             for d, _ in dumps:

@@ -48,7 +48,7 @@ class SocketWatch:
                 ["run", "--rm", "--name", self.name, "--label", f"{config.PROJECT}.helper=1", "--network",
                  f"container:{self.server}", "--cap-add=NET_ADMIN", "--entrypoint", "stdbuf", image, "-oL", "ss",
                  "-tinHE"], deadline_s=LIFE_S, stdout=subprocess.PIPE, text=True)
-            deadline = time.monotonic() + READY_S
+            deadline = time.monotonic() + config.deadline(READY_S)
             probe = f"exec 3<>/dev/tcp/127.0.0.1/{self.port}; exec 3>&-"
             while time.monotonic() < deadline:
                 with contextlib.suppress(EnvironmentProblem):
@@ -59,7 +59,7 @@ class SocketWatch:
                         self._drain(time.monotonic() + 0.05)
                         return True
                     line = self.stream.line(time.monotonic() + 0.05)
-            self.problem = f"the ss helper did not report its own test connection within {READY_S:g} s"
+            self.problem = f"the ss helper did not report its own test connection within {config.deadline(READY_S):g} s"
         except EnvironmentProblem as e:
             self.problem = f"the ss helper could not start: {e}"
         self.stop()
@@ -76,11 +76,11 @@ class SocketWatch:
         waiting up to `wait_s` for the first of them; then the helper is stopped."""
         if self.stream is None:
             return ""
-        deadline = time.monotonic() + wait_s
+        deadline = time.monotonic() + config.deadline(wait_s)
         got = False
         pending: str | None = None
         while True:
-            line = self.stream.line(deadline if not got else time.monotonic() + 0.2)
+            line = self.stream.line(deadline if not got else time.monotonic() + config.deadline(0.2))
             if line is None:
                 break
             if not line.startswith((" ", "\t")):

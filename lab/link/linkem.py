@@ -168,7 +168,7 @@ def _request(method: str, path: str, body: bytes | None = None, timeout: float =
     req = urllib.request.Request(CONTROL_URL + path, data=body, method=method,
                                  headers={"Content-Type": "application/json"} if body else {})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=config.deadline(timeout)) as resp:
             return resp.read().decode()
     except urllib.error.HTTPError as e:
         message = e.read().decode(errors="replace").strip()

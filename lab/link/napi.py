@@ -152,7 +152,7 @@ def set_threaded(on: bool) -> State:
     try:
         done = subprocess.run(["nsenter", "-t", str(pid), "-n", "unshare", "-m", "--propagation", "private",
                                "sh", "-c", host_script(on)],
-                              capture_output=True, text=True, timeout=HOST_STEP_TIMEOUT_S, check=False)
+                              capture_output=True, text=True, timeout=config.deadline(HOST_STEP_TIMEOUT_S), check=False)
     except subprocess.TimeoutExpired:
         raise EnvironmentProblem(f"writing the router's NAPI state did not finish in {HOST_STEP_TIMEOUT_S:g} s") \
             from None

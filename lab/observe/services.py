@@ -34,7 +34,7 @@ def is_up(service: Service, timeout_s: float = 1.0) -> bool:
 
 
 def wait_up(service: Service, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + config.deadline(timeout_s)
     while not is_up(service):
         if time.monotonic() > deadline:
             return False

@@ -148,7 +148,7 @@ def download(s: Sender, port: int, tag: str) -> str:
 
 
 def _wait_listening(container: str) -> None:
-    deadline = time.monotonic() + _LISTEN_TIMEOUT_S
+    deadline = time.monotonic() + config.deadline(_LISTEN_TIMEOUT_S)
     while f":{PORT}" not in docker.exec_in(container, ["ss", "-Hltn", f"sport = :{PORT}"]):
         if time.monotonic() > deadline:
             raise EnvironmentProblem(f"iperf3 did not start listening on port {PORT} in {container}")

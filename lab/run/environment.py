@@ -137,8 +137,10 @@ def udp_buffer_problems() -> list[str]:
 
 
 def host() -> dict[str, Any]:
+    """Where the sweep ran; `slow`: QUICLAB_SLOW, more than 1 on an emulated machine (scripts/vm.sh's guest under
+    TCG), whose timings are not a real host's."""
     return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "platform": platform.platform(),
-            "sysctls": {k: _sysctl(k) for k in UDP_BUFFER_SYSCTLS}}
+            "sysctls": {k: _sysctl(k) for k in UDP_BUFFER_SYSCTLS}, "slow": config.slow_factor()}
 
 
 #: What a sweep's folder keeps of uncommitted source changes (beside manifest.json; results/ is not source).
@@ -150,7 +152,7 @@ NOT_SOURCE = ("results",)
 def _git(*args: str) -> str:
     try:
         return subprocess.run(["git", *args], cwd=config.ROOT, capture_output=True, text=True,
-                              timeout=30).stdout
+                              timeout=config.deadline(30)).stdout
     except (OSError, subprocess.SubprocessError):
         return ""
 

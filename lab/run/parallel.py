@@ -258,7 +258,7 @@ def _bring_up(lab_: _Lab, shared: _Shared) -> bool:
         lab_.up = subprocess.Popen(_quiclab("up", "--parts", ",".join(shared.parts) or "none"), env=_env(lab_.number),
                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
-    deadline = time.monotonic() + UP_TIMEOUT_S
+    deadline = time.monotonic() + config.deadline(UP_TIMEOUT_S)
     while lab_.up.poll() is None:
         if shared.stopping.is_set() or shared.drained or time.monotonic() > deadline:
             with contextlib.suppress(ProcessLookupError):
@@ -334,7 +334,7 @@ def _work(lab_: _Lab, folder: Path, shared: _Shared, t0: float, bring_up: bool) 
         with contextlib.suppress(OSError):
             proc.stdin.close()
         try:
-            proc.wait(timeout=60)
+            proc.wait(timeout=config.deadline(60))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -374,7 +374,7 @@ def _take_down(labs: list[_Lab]) -> list[str]:
     failed = []
     for lab_, p in procs:
         try:
-            if p.wait(timeout=300) != 0:
+            if p.wait(timeout=config.deadline(300)) != 0:
                 failed.append(f"lab {lab_.number}: `quiclab down` failed (see lab{lab_.number}-down.log)")
         except subprocess.TimeoutExpired:
             p.kill()
@@ -426,7 +426,7 @@ def run(folder: Path, s: Scenario, todo: list[PlannedRun], numbers: list[int], c
             shared.stopping.set()
             _stop_workers(labs)
             for t in threads:
-                t.join(timeout=120)
+                t.join(timeout=config.deadline(120))
     finally:
         with signals.held_signals():  # every lab this sweep brought up is taken down, whatever arrives meanwhile
             problems = _take_down([lab_ for lab_ in labs[1:] if not lab_.down])

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from lab import config
 from lab.adverse.run import Conditions
 from lab.endpoints.registry import Implementation
 from lab.errors import EnvironmentFailure, QuiclabError
@@ -146,7 +147,7 @@ def settle(backend: str, now: counters.Snapshot | None, prev: counters.Snapshot 
     `prev`: the counters when the previous run ended (ProbeState.last_end)."""
     if prev is None or now is None or _moved(prev, now) <= TAIL_PACKETS:
         return now
-    deadline = time.monotonic() + SETTLE_MAX_S
+    deadline = time.monotonic() + config.deadline(SETTLE_MAX_S)
     while time.monotonic() < deadline:
         time.sleep(SETTLE_POLL_S)
         later = wire_counters(backend)

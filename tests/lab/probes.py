@@ -132,7 +132,7 @@ def capture(iface: str, port: int = PROBE_PORT) -> Iterator[Capture]:
         config.ROUTER_CONTAINER,
         ["tcpdump", "-i", iface, "-n", "-U", "--immediate-mode", "-s", "200", "-w", path,
          "udp", "and", "(", "dst", "port", str(port), "or", "dst", "port", str(MARKER_PORT), ")"], detach=True)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + config.deadline(20)
     while True:
         udp_burst(1, MARKER_PORT)
         time.sleep(0.1)
@@ -145,9 +145,9 @@ def capture(iface: str, port: int = PROBE_PORT) -> Iterator[Capture]:
     try:
         yield result
     finally:
-        time.sleep(0.5)
+        time.sleep(config.deadline(0.5))  # the block's last packets reach the capture (longer under emulation)
         router.try_run("pkill", "-INT", "tcpdump")
-        time.sleep(0.3)
+        time.sleep(config.deadline(0.3))
         parsed = _read_pcap(path)
         result.payloads, result.times, result.ports = parsed.payloads, parsed.times, parsed.ports
 

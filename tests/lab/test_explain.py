@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from lab import config
 from lab.link import router
 from lab.results.schema import read_runs
 
@@ -44,7 +45,8 @@ loss = ["0%", "3%"]
 def quiclab(*args: str) -> subprocess.CompletedProcess[str]:
     deadline = time.monotonic() + BUSY_WAIT_S
     while True:  # the lab is shared: another command holding it is waited for, not a failure of this test
-        done = subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True, text=True, timeout=900)
+        done = subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True, text=True,
+                              timeout=config.deadline(900))
         if "the lab is busy" not in done.stderr or time.monotonic() > deadline:
             return done
         time.sleep(10)

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from lab import config
 from lab.link import counters, router, shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link
@@ -55,7 +56,7 @@ def test_first_packets_after_each_shape_are_lost_at_the_loss_rate(netem_link):
         for seed in range(1, shapes + 1):
             shape(loss="1%", seed=seed)
             udp_burst(first, first=seed * 1000)
-            time.sleep(0.05)
+            time.sleep(config.deadline(0.05))  # through netem before the next shape replaces it
     got = set(cap.seqs())
     lost = [i for seed in range(1, shapes + 1) for i in range(seed * 1000, seed * 1000 + first) if i not in got]
     lo, hi = _binomial(shapes * first, 0.01)
@@ -72,7 +73,7 @@ def test_counters_equal_the_drops_counted_by_tcpdump(netem_link):
     with capture(server_if) as cap:
         before = wire_counters("netem")
         udp_burst(n)
-        time.sleep(0.3)
+        time.sleep(config.deadline(0.3))  # the last datagrams through netem before the counters are read
         after = wire_counters("netem")
     assert before is not None and after is not None
     up = (after - before).up

@@ -37,12 +37,13 @@ loss = ["0%", "1%"]
 
 
 def quiclab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True, text=True,
+                          timeout=config.deadline(timeout))
 
 
 def wait_for_rows(out: Path, rows: int, timeout_s: float = 120) -> Path:
     """The runs.csv of the one sweep writing into `out`, once it holds more than `rows` lines."""
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + config.deadline(timeout_s)
     while time.monotonic() < deadline:
         found = list(out.glob("*/runs.csv")) if out.exists() else []
         if found and len(found[0].read_text().splitlines()) > rows:

@@ -95,6 +95,8 @@ CASES = [
     case("env-images-tag", "build", needle="QUICLAB_TAG 'a:b'", env={"QUICLAB_TAG": "a:b"}),
     case("env-agent-switch", "run", needle="QUICLAB_AGENT 'fast'", env={"QUICLAB_AGENT": "fast"}),
     case("env-curl-spare-switch", "run", needle="QUICLAB_CURL_SPARE 'maybe'", env={"QUICLAB_CURL_SPARE": "maybe"}),
+    case("env-slow-below-one", "sweep", "quick", needle="QUICLAB_SLOW '0.5'", env={"QUICLAB_SLOW": "0.5"}),
+    case("dotenv-slow-word", "up", needle="QUICLAB_SLOW 'very'", dotenv="QUICLAB_SLOW=very\n"),
     case("env-instance-big", "down", needle="QUICLAB_INSTANCE '10'", env={"QUICLAB_INSTANCE": "10"}),
     case("dotenv-instance-name", "run", needle="QUICLAB_INSTANCE 'ci-a'", dotenv="QUICLAB_INSTANCE=ci-a\n"),
     case("dotenv-malformed-line", "down", needle="'not an assignment'",
