@@ -4,11 +4,9 @@ cap grows its window and is much faster; the TCP run beside it is not affected (
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-from lab.results.schema import read_runs
+from tests.lab.scenario_sweep import sweep_records
 
 SCENARIO = """
 name = "window-check"
@@ -27,13 +25,8 @@ quic_window = ["off", "50kB"]
 
 
 def test_a_fixed_window_caps_quic_per_round_trip_and_leaves_tcp_alone(lab_up, tmp_path: Path):
-    scenario = tmp_path / "window.toml"
-    scenario.write_text(SCENARIO)
-    done = subprocess.run([sys.executable, "-m", "lab", "sweep", "--scenario", str(scenario), "--out",
-                           str(tmp_path / "out")], capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    folder = next(p for p in (tmp_path / "out").iterdir() if p.is_dir())
-    ran = {(r.point_label, r.protocol): r for r in read_runs(folder / "runs.csv").records if r.status != "unsupported"}
+    records = sweep_records(tmp_path, "window", SCENARIO)
+    ran = {(r.point_label, r.protocol): r for r in records if r.status != "unsupported"}
     assert {r.status for r in ran.values()} == {"ok"}, ran
     capped, free = ran[("quic_window=50kB", "h3")], ran[("quic_window=off", "h3")]
     assert capped.handshake_s and free.handshake_s  # the wrapper's inotify times are there for both

@@ -5,12 +5,10 @@ packet left ~0.85 s into the trace and HTTP/3's ~0.2 s: different parts of the r
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from lab.evidence import delivered
-from lab.results.schema import read_runs
+from tests.lab.scenario_sweep import sweep_records
 
 SCENARIO = """
 name = "trace-start"
@@ -25,13 +23,7 @@ traces = "TMobile-LTE-short"
 
 
 def test_every_protocol_starts_at_the_beginning_of_the_trace(lab_up, tmp_path: Path):
-    scenario = tmp_path / "trace.toml"
-    scenario.write_text(SCENARIO)
-    done = subprocess.run([sys.executable, "-m", "lab", "sweep", "--scenario", str(scenario), "--out",
-                           str(tmp_path / "out")], capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    folder = next(p for p in (tmp_path / "out").iterdir() if p.is_dir())
-    records = read_runs(folder / "runs.csv").records
+    records = sweep_records(tmp_path, "trace", SCENARIO)
     assert {r.status for r in records} == {"ok"}
     starts = {}
     for r in records:
