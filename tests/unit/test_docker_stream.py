@@ -14,6 +14,7 @@ from python_on_whales.exceptions import DockerException, NoSuchContainer
 
 from lab import docker
 from lab.errors import EnvironmentProblem, QuiclabError
+from tests import fake_docker as fake_docker_program
 
 FAKE_DOCKER = """#!/bin/sh
 # a stand-in for the docker CLI: `exec CONTAINER ...` / `start -a CONTAINER` behave by the container's name
@@ -27,11 +28,7 @@ echo "$@"
 
 @pytest.fixture
 def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    program = tmp_path / "docker"
-    program.write_text(FAKE_DOCKER)
-    program.chmod(0o755)
-    monkeypatch.setattr(docker, "PROGRAM", str(program))
-    return program
+    return fake_docker_program.install(tmp_path, monkeypatch, FAKE_DOCKER)
 
 
 def test_exec_args_are_built_in_one_place():

@@ -15,6 +15,7 @@ import pytest
 from lab import agent, config, docker, lab
 from lab.errors import EnvironmentProblem, UsageError
 from lab.run import environment
+from tests import fake_docker as fake_docker_program
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,11 +42,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 @pytest.fixture
 def fake_docker(tmp_path: Path, env: pytest.MonkeyPatch) -> Path:
-    program = tmp_path / "docker"
-    program.write_text(FAKE_DOCKER)
-    program.chmod(0o755)
-    env.setattr(docker, "PROGRAM", str(program))
-    return program
+    return fake_docker_program.install(tmp_path, env, FAKE_DOCKER)
 
 
 def test_unset_the_factor_is_one_and_every_deadline_what_it_was(env):
