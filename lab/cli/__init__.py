@@ -19,6 +19,7 @@ from lab.cli import (
     docs,
     down,
     explain,
+    matrix,
     merge,
     presets,
     probe,
@@ -46,8 +47,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for module in (up, down, status, dashboard, run, shape, sweep, merge, presets, report, compare, reproduce, bench,
-               build, docs, explain, publish, probe, calibrate):
+for module in (up, down, status, dashboard, run, shape, sweep, matrix, merge, presets, report, compare, reproduce,
+               bench, build, docs, explain, publish, probe, calibrate):
     module.register(app)
 sweep.register_worker(app)
 

@@ -122,6 +122,9 @@ class Implementation(BaseModel):
     # servers: its rank as the server of a scenario's competing QUIC download (lab/adverse/competing.py): the lowest
     # that is not the measured server serves it (so the flows differ by address); None: never
     competing_quic: int | None = Field(default=None, ge=1)
+    # clients and servers: a TCP baseline of the stack matrix (`quiclab matrix`, lab/plan/matrix.py): HTTP/1.1 and
+    # HTTP/2 run for every baseline client against every baseline server (it must speak both)
+    tcp_baseline: bool = False
 
     @model_validator(mode="after")
     def _role_fields(self) -> Implementation:
@@ -154,6 +157,8 @@ class Implementation(BaseModel):
             if self.qlog is not None and self.qlog.port == self.port:
                 raise ValueError("qlog: its port must differ from the server's own port")
             self._check_cc_instances()
+        if self.tcp_baseline and not {Protocol.H1, Protocol.H2} <= self.protocols:
+            raise ValueError("tcp_baseline: a TCP baseline must speak h1 and h2")
         unknown = [w for w in self.workloads if w not in KINDS]
         if unknown:
             raise ValueError(f"workloads: unknown workload {unknown[0]!r}: allowed are {', '.join(KINDS)}")
@@ -212,6 +217,13 @@ class Registry:
     def migrating(self) -> frozenset[str]:
         """The clients that can move their own connection to a new path (`migrates = true`)."""
         return frozenset(n for n, i in self.implementations.items() if i.role == "client" and i.migrates)
+
+    def tcp_baselines(self) -> list[tuple[str, str]]:
+        """The stack matrix's TCP baselines (client, server): every `tcp_baseline` client against every
+        `tcp_baseline` server, in registry order (servers first)."""
+        pick = [n for n, i in self.implementations.items() if i.tcp_baseline]
+        return [(c, s) for s in pick if self.implementations[s].role == "server"
+                for c in pick if self.implementations[c].role == "client"]
 
     def competing_quic(self, measured: str) -> Implementation:
         """The server of a competing QUIC download when `measured` is the measured server: the lowest

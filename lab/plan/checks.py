@@ -10,6 +10,7 @@ from lab.adverse.faults import KINDS
 from lab.adverse.spec import PathChange
 from lab.endpoints.registry import registry
 from lab.errors import UsageError
+from lab.plan import matrix
 from lab.plan.plan import points, timeout_for
 from lab.plan.scenario import Scenario, read, validate_fields, warn_deprecated
 from lab.protocols import Protocol
@@ -65,7 +66,10 @@ def unsupported(path: PathChange | None, client: str, protocol: Protocol, server
 
 
 def validate(data: dict[str, Any], where: str) -> Scenario:
-    """Check everything that can be checked without the lab (see validate_fields), then the points' checks."""
+    """Check everything that can be checked without the lab (see validate_fields), then the points' checks. A
+    stack matrix's clients, servers and TCP pairs come from the registry first (lab/plan/matrix.py)."""
+    if isinstance(data, dict) and data.get("matrix"):
+        data = matrix.complete(data, registry())
     s = validate_fields(data, where)
     check_scenario(s, where)  # (needs a valid scenario: its points)
     warn_deprecated(data, where)

@@ -104,7 +104,7 @@ def plan(s: Scenario) -> list[PlannedRun]:
         for repeat in range(s.repeats):
             seed = link_seed(s.seed, p.index, repeat)
             for proto, client, server in itertools.product(s.protocols, s.clients, s.servers):
-                if not runs_pair(s, client, server):
+                if not runs_pair(s, client, server, proto):
                     continue
                 key = f"{p.index}/{proto}/{client}/{server}/{repeat}"
                 runs.append(PlannedRun(key, p, Protocol(proto), client, server, repeat, seed, 0))

@@ -6,6 +6,10 @@
     clients = ["curl"]                  # default curl
     servers = ["nginx"]                 # default nginx (lab/endpoints/implementations.toml lists them all)
     pairs = ["curl>nginx", "gtlsclient>ngtcp2"]  # optional: only these client>server pairs (default: every one)
+    tcp_pairs = ["curl>nginx"]          # optional: HTTP/1.1 and HTTP/2 run only for these pairs (instead of `pairs`)
+    matrix = "goodput"                  # a stack matrix over one of its links (lab/plan/matrix.py; `quiclab
+                                        # matrix`): clients, servers and tcp_pairs default to the registry's, the
+                                        # report draws the servers x clients heatmap
     cc = "reno"                         # the SENDER's congestion control (downloads: the server's): reno, cubic,
                                         # bbr or native (the server's own; the default); sweepable: [sweep] cc
     quic_window = "200kB"               # the QUIC client's flow-control window, fixed (clients that can: the
@@ -63,12 +67,14 @@ from lab.evidence.capture import parse_kinds
 from lab.link import shaper
 from lab.link.shaper import BACKENDS
 from lab.link.spec import DIRECTION_KEYS, LINK_KEYS, parse_link
+from lab.plan.matrix import LINKS as MATRIX_LINKS
 from lab.plan.settings import PARSERS
 from lab.protocols import parse_protocol
 from lab.sizes import parse_size
 from lab.workloads.spec import parse_workload
 
 OFF = "off"
+TCP_PROTOCOLS = ("h1", "h2")  # what tcp_pairs restricts
 MAX_REPEATS = 1000
 MAX_SEED = 2**63 - 1
 
@@ -94,6 +100,8 @@ class Scenario(BaseModel):
     quic_window: str | None = None  # the QUIC client's fixed window (lab/endpoints/quic_window.py); None: its own
     client_quic_cc: dict[str, str] = Field(default={}, validation_alias=AliasChoices("client_quic_cc", "quic_cc"))
     pairs: list[str] = []  # "client>server": only these pairs of clients x servers run (empty: all of them)
+    tcp_pairs: list[str] = []  # "client>server": HTTP/1.1 and HTTP/2 run only for these (empty: as `pairs` says)
+    matrix: str = ""  # the stack matrix's link (lab/plan/matrix.py LINKS); "" when the sweep is no matrix
     sizes: list[str] = ["1MB"]
     repeats: int = Field(default=5, ge=1, le=MAX_REPEATS)
     seed: int = Field(default=1, ge=0, le=MAX_SEED)
@@ -119,7 +127,7 @@ class Scenario(BaseModel):
         """Older names of an implementation (registry aliases, e.g. nginx-1.30) become its name: runs record one."""
         return [registry().canonical(x) if isinstance(x, str) else x for x in v] if isinstance(v, list) else v
 
-    @field_validator("pairs", mode="before")
+    @field_validator("pairs", "tcp_pairs", mode="before")
     @classmethod
     def _registry_pairs(cls, v: Any) -> Any:
         if not isinstance(v, list):
@@ -138,9 +146,14 @@ class Scenario(BaseModel):
         return v
 
 
-def runs_pair(s: Scenario, client: str, server: str) -> bool:
-    """Whether the scenario runs this client against this server (its `pairs`, else every combination)."""
-    return not s.pairs or any(p.replace(" ", "") == f"{client}>{server}" for p in s.pairs)
+def runs_pair(s: Scenario, client: str, server: str, protocol: str | None = None) -> bool:
+    """Whether the scenario runs this client against this server over `protocol` (None: over any of its
+    protocols): for HTTP/1.1 and HTTP/2 its `tcp_pairs` when it has them, else its `pairs`, else every
+    combination."""
+    if protocol is None:
+        return any(runs_pair(s, client, server, p) for p in s.protocols)
+    listed = s.tcp_pairs if s.tcp_pairs and protocol in TCP_PROTOCOLS else s.pairs
+    return not listed or any(p.replace(" ", "") == f"{client}>{server}" for p in listed)
 
 
 class Problems:
@@ -307,6 +320,8 @@ def _check_values(s: Scenario, problems: Problems) -> None:
         problems.add("shaper", f"invalid shaper {s.shaper!r}: allowed are {', '.join(BACKENDS)}")
     for key in ("faults", "competing", "path"):
         problems.attempt(key, partial(DIMENSIONS[key], getattr(s, key)), prefix=f"{key}: ")
+    if s.matrix and s.matrix not in MATRIX_LINKS:
+        problems.add("matrix", f"invalid matrix {s.matrix!r}: allowed are {', '.join(MATRIX_LINKS)}")
     if not {"clients", "servers"} & problems.failed:
         _check_pairs(s, problems)
     if "clients" not in problems.failed:
@@ -354,11 +369,12 @@ def _capture(kinds: list[str]) -> tuple[str, ...]:
 
 
 def _check_pairs(s: Scenario, problems: Problems) -> None:
-    for pair in s.pairs:
-        client, sep, server = pair.partition(">")
-        if not sep or client.strip() not in s.clients or server.strip() not in s.servers:
-            problems.add("pairs", f"invalid pairs entry {pair!r}: expected \"client>server\" with a client of "
-                                  f"{', '.join(s.clients)} and a server of {', '.join(s.servers)}")
+    for field in ("pairs", "tcp_pairs"):
+        for pair in getattr(s, field):
+            client, sep, server = pair.partition(">")
+            if not sep or client.strip() not in s.clients or server.strip() not in s.servers:
+                problems.add(field, f"invalid {field} entry {pair!r}: expected \"client>server\" with a client of "
+                                    f"{', '.join(s.clients)} and a server of {', '.join(s.servers)}")
 
 
 def _check_client_quic_cc(s: Scenario, problems: Problems) -> None:

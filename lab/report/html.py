@@ -8,8 +8,10 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lab.report import why
+from lab import config
+from lab.report import matrix, why
 from lab.report.headline import HEADLINE_NOTE, sentences
+from lab.report.heatmap import heatmap_svg
 from lab.report.summary import (
     CENSORING_RULE,
     CI_NOTE,
@@ -143,6 +145,26 @@ def _until_html(manifest: dict[str, Any]) -> list[str]:
             *([html_table(until.table)] if until.table else [])]
 
 
+def shown_folder(folder: Path) -> str:
+    """A sweep folder as commands name it: relative to the clone when it is inside it."""
+    try:
+        return str(folder.resolve().relative_to(config.ROOT.resolve()))
+    except ValueError:
+        return str(folder)
+
+
+def _matrix_section(records: Sequence[RunRecord], manifest: dict[str, Any], folder: Path) -> list[str]:
+    """A stack matrix's heatmap, table and "needs a why" (lab/report/matrix.py); nothing for other sweeps."""
+    if not matrix.is_matrix(manifest):
+        return []
+    m = matrix.build(records, manifest, folder)
+    why = matrix.why_lines(m, shown_folder(folder))
+    return [f"<h2>Stack matrix ({escape(m.link)} link)</h2>", f'<p class="note">{escape(matrix.NOTE)}</p>',
+            f'<div class="plot">{svg_element(heatmap_svg(m))}</div>', html_table(matrix.table(m)),
+            "<h3>Needs a why</h3>",
+            "<ul>" + "".join(f"<li>{escape(w)}</li>" for w in why) + "</ul>" if why else "<p>None.</p>"]
+
+
 def report_html(records: Sequence[RunRecord], manifest: ManifestLike, plot_dir: Path,
                 stats: SweepStats | None = None) -> str:
     """report.html from the records, the manifest, the plots in plot_dir and the records' statistics (computed here
@@ -159,6 +181,7 @@ def report_html(records: Sequence[RunRecord], manifest: ManifestLike, plot_dir: 
         "<h2>In short</h2>", f'<p class="note">{escape(HEADLINE_NOTE)}</p>',
         "<ul>" + "".join(f"<li>{escape(t)}</li>" for t in short) + "</ul>" if short
         else "<p>No HTTP/3 and TCP runs to compare.</p>",
+        *_matrix_section(records, manifest, plot_dir.parent),
         *([w] if (w := why.section(plot_dir.parent, list(records))) else []),  # (explained runs only)
         "<h2>Plots</h2>",
         f'<div class="plot">{inline_svg(plot_dir / "goodput.svg")}</div>',

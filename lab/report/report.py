@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import UsageError
-from lab.report.html import report_html
+from lab.report import matrix
+from lab.report.heatmap import heatmap_svg
+from lab.report.html import report_html, shown_folder
 from lab.report.summary import (
     CI_NOTE,
     PAIR_COLUMNS,
@@ -95,9 +97,25 @@ def build(folder: Path) -> Built:
     extra = build_workloads(folder, records)
     if extra:
         write_atomic(summary, summary_text(records, doc, workloads=True, stats=stats))
+    if matrix.is_matrix(doc):
+        extra += write_matrix(folder, records, doc)
     html = folder / HTML
     write_atomic(html, report_html(records, doc, folder / PLOTS, stats))
     return Built([summary, *plots, *extra, html], records, manifest, stats)
+
+
+def write_matrix(folder: Path, records: list[RunRecord], doc: Mapping[str, Any]) -> list[Path]:
+    """A stack matrix's table (matrix.md, also at the end of summary.md) and heatmap (plots/matrix.svg)."""
+    m = matrix.build(records, doc, folder)
+    svg, md = folder / PLOTS / matrix.MATRIX_SVG, folder / matrix.MATRIX_MD
+    svg.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(svg, heatmap_svg(m))
+    text = matrix.markdown(m, shown_folder(folder))
+    write_atomic(md, text)
+    summary = folder / SUMMARY
+    write_atomic(summary, summary.read_text().rstrip("\n") + "\n\n" + text.replace("# Stack matrix", "## Stack matrix")
+                 .replace("\n## Needs a why", "\n### Needs a why"))
+    return [svg, md]
 
 
 def build_report(folder: Path) -> list[Path]:

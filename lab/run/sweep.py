@@ -125,8 +125,9 @@ def start(s: Scenario, preset: str | None, results_dir: Path, *, part: shard.Sha
                           f"{count} labs ({', '.join(f'lab {k}' for k in numbers)}"
                           f"{'; --parallel auto' if labs is None else ''}) -> {where}")
         else:
-            terminal.info(f"sweep {s.name}: {len(points(s))} points x {len(s.protocols)} protocols x "
-                          f"{sum(runs_pair(s, c, v) for c in s.clients for v in s.servers)} client/server pairs x "
+            methods = sum(runs_pair(s, c, v, p) for p in s.protocols for c in s.clients for v in s.servers)
+            terminal.info(f"sweep {s.name}: {len(points(s))} points x {methods} methods (protocol, client, "
+                          "server) x "
                           f"{'at most ' if rule else ''}{s.repeats} repeats = {len(every)} runs"
                           f"{' at most' if rule else ''}"
                           f"{f' (shard {part}: {len(runs)} runs)' if part else ''} -> {where}")

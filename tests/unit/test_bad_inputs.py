@@ -250,6 +250,21 @@ CASES = [
     case("bench-rounds", "bench", "link", "--rounds", "0", needle="--rounds 0"),
     case("bench-seconds", "bench", "link", "--seconds", "0.5", needle="--seconds 0.5"),
     case("bench-what", "bench", "disk", needle="'disk'"),
+    # matrix (issue 33): an unknown stack is named with the registry's allowed names
+    replace(case("matrix-unknown-server", "matrix", "--servers", "nginx,lsquic", needle="'lsquic'"),
+            more=("--servers", "allowed are", "nginx", "quic-go")),
+    replace(case("matrix-unknown-client", "matrix", "--clients", "curl,msquic", needle="'msquic'"),
+            more=("--clients", "allowed are", "gtlsclient")),
+    replace(case("matrix-server-as-client", "matrix", "--clients", "nginx", needle="'nginx'"),
+            more=("unknown client",)),
+    case("matrix-empty-servers", "matrix", "--servers", ",", needle="--servers"),
+    case("matrix-link", "matrix", "--link", "moon", needle="'moon'"),
+    case("matrix-repeats", "matrix", "--repeats", "0", needle="--repeats 0"),
+    case("matrix-resume-with-servers", "matrix", "--resume", "old", "--servers", "nginx", needle="--servers"),
+    case("matrix-resume-not-a-matrix", "matrix", "--resume", "old", needle="not a matrix",
+         files={"old/manifest.json": '{"scenario": {"name": "s"}}'}),
+    scen("matrix-link", SCENARIO + "matrix = 'moon'\n", "'moon'"),
+    scen("tcp-pairs", SCENARIO + "tcp_pairs = ['curl>caddy']\n", "'curl>caddy'"),
 ]
 
 
