@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("lab.plan",),
      "WHAT to run: scenario (validated fields), checks (the point-dependent checks), plan (points, seeded shuffled "
      "runs, timeouts), settings (a point's dimensions, parsed once), shard, presets (lab/plan/presets/*.toml), "
-     "support (whether a run can run here)"),
+     "support (whether a run can run here), matrix (the stack matrix's pairs from the registry)"),
     (("lab.calibrate",),
      "a measured path: a user's measurements read into a measurement folder (pcap, ping/irtt, iperf3, flent), "
      "the first estimates of its link, the scenario file that carries them, the search over candidate links, "
@@ -47,7 +47,7 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
                        "connection timed (sessions.json), the worked examples"),
     (("lab.report",),
      "what is rendered from a folder: report, summary, html, plots, trace plots, headline, why, runs until "
-     "decided; merge"),
+     "decided, the stack matrix's cells, verdicts and heatmap; merge"),
     (("lab.lab",), "bringing the lab up and down"),
     (("lab.run",),
      "HOW a plan runs: runner (one run: plan check -> probes before -> transfer -> probes after -> RunRecord built "

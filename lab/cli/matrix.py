@@ -30,11 +30,12 @@ LINK_HELP = ", ".join(plan_matrix.LINKS)
 
 
 def scenario_data(link: str, servers: list[str] | None, clients: list[str] | None, repeats: int | None,
-                  capture: str | None, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+                  capture: str | None, seed: int | None = None, size: str | None = None) -> tuple[str, dict[str, Any]]:
     """The preset's scenario for `link` with the options given (before the registry completes it)."""
     name = plan_matrix.LINKS[link]
     data = scenario.read(presets.PRESET_DIR / f"{name}.toml")
-    for key, value in (("servers", servers), ("clients", clients), ("repeats", repeats), ("seed", seed)):
+    for key, value in (("servers", servers), ("clients", clients), ("repeats", repeats), ("seed", seed),
+                       ("sizes", [size] if size is not None else None)):
         if value is not None:
             data[key] = value
     if capture is not None:
@@ -66,6 +67,9 @@ def register(app: typer.Typer) -> None:
             help=f"Comma list of clients (default every one: {help_text('client')}).")] = None,
         repeats: Annotated[int | None, typer.Option(help="Repeats per pair and protocol (default 5).")] = None,
         seed: Annotated[int | None, typer.Option(help="Seed for the run order and the link's randomness.")] = None,
+        size: Annotated[str | None, typer.Option(
+            help="The object instead of the link's own (10 MiB; cross traffic 25 MiB), e.g. 1MB: a quicker matrix, "
+                 "no longer the interop runner's measurement.")] = None,
         parallel: Annotated[str | None, typer.Option(
             "--parallel", help="Run each link's plan over N labs on this host (N or auto).")] = None,
         capture: Annotated[str | None, typer.Option(help="Evidence kept per run: pcap,keylog,qlog (any subset, or "
@@ -87,7 +91,7 @@ def register(app: typer.Typer) -> None:
                 raise UsageError(f"invalid --{flag.lstrip('-')} {value}: allowed is {low}..{top}")
         labs = parallel_labs.parse(parallel) if parallel is not None else 1
         if resume is not None:
-            given = {"--servers": servers, "--clients": clients, "--repeats": repeats, "--seed": seed,
+            given = {"--servers": servers, "--clients": clients, "--repeats": repeats, "--seed": seed, "--size": size,
                      "--parallel": parallel, "--capture": capture, "--out": out, "--dry-run": dry_run or None,
                      "--link": None if link == "goodput" else link}
             for flag, value in given.items():
@@ -111,7 +115,7 @@ def register(app: typer.Typer) -> None:
         chosen_clients = plan_matrix.parse_names(clients, "client", reg) if clients is not None else None
         todo = []
         for one in links:
-            name, data = scenario_data(one, chosen_servers, chosen_clients, repeats, capture, seed)
+            name, data = scenario_data(one, chosen_servers, chosen_clients, repeats, capture, seed, size)
             todo.append((name, checks.validate(data, f"preset {name}")))
         if dry_run:
             for name, s in todo:

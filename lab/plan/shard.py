@@ -54,17 +54,17 @@ def check(spec: ShardSpec, runs: list[PlannedRun]) -> None:
                          "shards")
 
 
-#: Scenario fields added after plans were published: left out of a plan's identity while unset, so that every
-#: earlier plan keeps its id (a folder made before a field existed is the same plan without it)
-LATER_FIELDS = ("quic_window",)
+#: Scenario fields added after plans were published, with their unset value: left out of a plan's identity while
+#: unset, so that every earlier plan keeps its id (a folder made before a field existed is the same plan without it)
+LATER_FIELDS: dict[str, object] = {"quic_window": None, "tcp_pairs": [], "matrix": ""}
 
 
 def plan_id(s: Scenario, runs: list[PlannedRun]) -> str:
     """The identity of a plan: SHA-256 of the validated scenario, its seed and every planned run (key, link seed,
     order). Equal ids mean the same runs with the same seeds in the same order."""
     canonical = Scenario.model_validate(json.loads(s.model_dump_json())).model_dump(mode="json")  # 0 vs 0.0
-    for field in LATER_FIELDS:
-        if canonical.get(field) is None:
+    for field, unset in LATER_FIELDS.items():
+        if canonical.get(field, unset) == unset:
             canonical.pop(field, None)
     doc = {"scenario": canonical, "seed": s.seed,
            "runs": [[r.key, r.seed, r.order] for r in sorted(runs, key=lambda r: r.order)]}
