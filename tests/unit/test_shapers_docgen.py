@@ -65,5 +65,5 @@ def test_a_censored_run_is_counted(tmp_path: Path) -> None:
 def test_a_bad_reasons_file_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "shapers.toml"
     bad.write_text('[[why]]\nkey = "x"\n')
-    with pytest.raises(UsageError, match="shapers.toml"):
+    with pytest.raises(UsageError, match=r"shapers\.toml"):
         shapers.read_reasons(bad)
