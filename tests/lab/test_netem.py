@@ -107,11 +107,13 @@ def test_queue_limit_bounds_the_standing_queue(netem_link):
 
 
 def test_codel_keeps_the_standing_queue_near_its_target(netem_link):
-    """20 Mbit/s, 20 ms RTT, 1 MB of buffer and a bulk cubic flow: drop-tail lets the flow fill the buffer, CoDel
-    (a child of tbf) keeps the queueing delay near its 5 ms target, and its drops at dequeue are queue drops."""
-    shape(rate="20mbit", rtt="20ms", queue="1MB")
+    """5 Mbit/s, 20 ms RTT, 250 kB of buffer (400 ms at the rate) and a bulk cubic flow: drop-tail lets the flow
+    fill the buffer, CoDel (a child of tbf) keeps the queueing delay near its 5 ms target, and its drops at dequeue
+    are queue drops. 5 Mbit/s, not 20: in the TCG VM a 20 Mbit/s flow through the emulated router never filled the
+    buffer (median queueing 1.3 ms of 400, 2026-11-26): the sender was CPU-bound, not the queue under test."""
+    shape(rate="5mbit", rtt="20ms", queue="250kB")
     tail, _ = bulk_tcp_rtts(6.0, 0.05)
-    shape(rate="20mbit", rtt="20ms", queue="1MB", qdisc="codel")
+    shape(rate="5mbit", rtt="20ms", queue="250kB", qdisc="codel")
     before = wire_counters("netem")
     codel, goodput = bulk_tcp_rtts(6.0, 0.05)
     down = _down(before)
@@ -119,4 +121,4 @@ def test_codel_keeps_the_standing_queue_near_its_target(netem_link):
     assert t50 > 50.0, f"drop-tail: median queueing delay {t50:.1f} ms (expected the flow to fill the buffer)"
     assert c50 < 15.0, f"CoDel: median queueing delay {c50:.1f} ms, target 5 ms (drop-tail {t50:.1f} ms)"
     assert down.queue_drops and down.queue_drops > 0 and down.loss_drops == 0, down
-    assert goodput > 0.85 * 20e6, f"CoDel goodput {goodput / 1e6:.1f} Mbit/s of 20"
+    assert goodput > 0.85 * 5e6, f"CoDel goodput {goodput / 1e6:.1f} Mbit/s of 5"
