@@ -8,7 +8,9 @@ folder's summary.md), `ratios-PRESET` (the paired HTTP/3 / TCP ratios of that ta
 the lab's verdict, as docs/seeds.md states them: lab/docgen/atlas.py) and `threshold-PRESET` (the Reno check's
 threshold as derived from that folder: lab/stats/cc_check.py); `provenance-all` lists every reference folder
 with the code and images it was made from (lab/results/publish.py's rule); `pairing-all`: what the paired
-verdicts changed on every committed folder (lab/docgen/pairing_table.py).
+verdicts changed on every committed folder (lab/docgen/pairing_table.py); `shapers-PRESET`: the same plan under
+linkem and netem (folders PRESET-linkem, PRESET-netem) judged side by side, each difference with its reason
+(lab/docgen/shapers.py).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from lab.results.schema import RunRecord
 from lab.stats import cc_check
 from lab.stats.stats import method_label, ratios, summarize
 
-KINDS = ("medians", "ratios", "cc", "verdicts", "threshold", "provenance", "pairing")
+KINDS = ("medians", "ratios", "cc", "verdicts", "threshold", "provenance", "pairing", "shapers")
 
 
 def source_line(folder: Path, manifest: dict[str, object], records: list[RunRecord], rel: str) -> str:
@@ -77,6 +79,10 @@ def render(name: str, reference: Path) -> str:
         if preset != "all":
             raise UsageError(f"generated block {name!r}: the pairing table is `pairing-all` (every folder)")
         return pairing_table.render(reference)
+    if kind == "shapers":
+        from lab.docgen import shapers
+
+        return shapers.render(reference, preset, reference.parent.parent / "docs" / "shapers.toml")
     folder = reference / preset
     rel = f"results/reference/{preset}"
     if not (folder / "runs.csv").is_file():

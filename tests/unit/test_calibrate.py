@@ -41,3 +41,45 @@ def test_off_switch(monkeypatch):
     assert calibrate.path_delays("linkem") == (0.0, 0.0)
     monkeypatch.setenv(calibrate.ENV_CALIBRATE, "on")
     assert calibrate.enabled()
+
+
+def _measure_with_stand_ins(monkeypatch, tmp_path, netem: bool) -> tuple[BasePath, list[str]]:
+    """calibrate.measure over stand-in router, linkem and docker: pings of 2.6-3.4 ms; the router's commands kept."""
+    from lab import docker
+    from lab.link import linkem, router
+    from lab.link.model import Link
+
+    events: list[str] = []
+    monkeypatch.setattr(calibrate, "STATE_FILE", tmp_path / "calibration.json")
+    monkeypatch.setattr(router, "path", lambda fresh=False: "kernel")
+    monkeypatch.setattr(router, "set_path", lambda p: events.append(f"path {p}"))
+    monkeypatch.setattr(router, "has_netem", lambda: netem)
+    monkeypatch.setattr(router, "interfaces", lambda: router.Interfaces(client_side="c0", server_side="s0"))
+    monkeypatch.setattr(router, "try_run", lambda *cmd: (events.append(" ".join(cmd)), (0, ""))[1])
+    monkeypatch.setattr(linkem, "apply", lambda link, *a: Link())
+    monkeypatch.setattr(linkem, "current", lambda: Link())
+
+    def ping(container, argv, **kw):
+        events.append("ping")
+        return "".join(f"64 bytes: icmp_seq={i} time={2.6 + 0.8 * i / 99:.3f} ms\n" for i in range(100))
+
+    monkeypatch.setattr(docker, "exec_in", ping)
+    return calibrate.measure("kernel", "boot:1"), events
+
+
+def test_the_netem_path_is_measured_through_netem_and_its_probe_delay_taken_off(monkeypatch, tmp_path):
+    bp, events = _measure_with_stand_ins(monkeypatch, tmp_path, netem=True)
+    at = events.index("ping")
+    assert any("netem" in e and "delay 1000us" in e and "dev c0" in e for e in events[:at])
+    assert any("netem" in e and "delay 1000us" in e and "dev s0" in e for e in events[:at])
+    assert any(e.startswith("tc qdisc del") for e in events[at:]), "the probe's netem is removed after the pings"
+    assert not any("netem" in e and "delay" in e for e in events[at:])
+    assert abs(bp.rtt_q25_s - 0.0008) < 0.00002  # the pings' lower quartile 2.8 ms minus 2 x 1 ms
+    assert abs(bp.down_s - 0.0004) < 0.00001
+
+
+def test_without_netem_the_kernel_path_is_measured_as_it_is(monkeypatch, tmp_path):
+    import pytest
+
+    with pytest.raises(calibrate.Disturbed, match=r"lower quartile 2\.80 ms"):  # nothing taken off: 2.8 ms > 2 ms
+        _measure_with_stand_ins(monkeypatch, tmp_path, netem=False)
