@@ -8,11 +8,13 @@ folder's summary.md), `ratios-PRESET` (the paired HTTP/3 / TCP ratios of that ta
 the lab's verdict, as docs/seeds.md states them: lab/docgen/atlas.py) and `threshold-PRESET` (the Reno check's
 threshold as derived from that folder: lab/stats/cc_check.py); `provenance-all` lists every reference folder
 with the code and images it was made from (lab/results/publish.py's rule); `pairing-all`: what the paired
-verdicts changed on every committed folder (lab/docgen/pairing_table.py).
+verdicts changed on every committed folder (lab/docgen/pairing_table.py); `traces-PRESET`: a sweep over recorded
+traces per trace x direction x size, medians, HTTP/3's verdicts and the trace's capacity (lab/docgen/traces.py).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from lab.errors import UsageError
@@ -24,7 +26,7 @@ from lab.results.schema import RunRecord
 from lab.stats import cc_check
 from lab.stats.stats import method_label, ratios, summarize
 
-KINDS = ("medians", "ratios", "cc", "verdicts", "threshold", "provenance", "pairing")
+KINDS = ("medians", "ratios", "cc", "verdicts", "threshold", "provenance", "pairing", "traces")
 
 
 def source_line(folder: Path, manifest: dict[str, object], records: list[RunRecord], rel: str) -> str:
@@ -65,7 +67,8 @@ def provenance(reference: Path) -> str:
     return head + md_table((["folder", "started", "commit", "source tree", "image IDs", "publishable today"], rows))
 
 
-def render(name: str, reference: Path) -> str:
+def render(name: str, reference: Path, doc: Path | None = None) -> str:
+    """The block `name`'s text; `doc` is the document it goes into (links to a folder's files are relative to it)."""
     kind, _, preset = name.partition("-")
     if kind not in KINDS or not preset:
         raise UsageError(f"generated block {name!r}: expected {', '.join(k + '-PRESET' for k in KINDS)}")
@@ -95,6 +98,11 @@ def render(name: str, reference: Path) -> str:
         return head + (f"Threshold: {t.note()}.\n" if t else "No honest Reno sender in this folder: no threshold.\n")
     if kind == "verdicts":
         return head + md_table(verdict_table(records)) + "\n"
+    if kind == "traces":
+        from lab.docgen import traces
+
+        link_from = Path(os.path.relpath(folder, doc.parent)).as_posix() if doc is not None else rel
+        return head + traces.section(folder, records, manifest, rel, link_from)
     table = stats_table(summarize(records)) if kind == "medians" else ratio_table(ratios(records))
     return head + md_table(table) + "\n"
 

@@ -74,7 +74,9 @@ def outputs(root: Path = config.ROOT) -> dict[Path, str]:
     for rel in ("README.md", "docs/results.md"):
         path = root / rel
         out[path] = _fill_benchmarks(
-            fill_blocks(path.read_text(encoding="utf-8"), lambda name: blocks.render(name, reference), path), root)
+            fill_blocks(path.read_text(encoding="utf-8"), lambda name, at=path: blocks.render(name, reference, at),
+                        path),
+            root)
     arch = root / "docs" / "architecture.md"
     out[arch] = fill_blocks(arch.read_text(encoding="utf-8"), lambda name: architecture.render(name, root / "lab"),
                             arch)
