@@ -250,6 +250,12 @@ CASES = [
     case("bench-rounds", "bench", "link", "--rounds", "0", needle="--rounds 0"),
     case("bench-seconds", "bench", "link", "--seconds", "0.5", needle="--seconds 0.5"),
     case("bench-what", "bench", "disk", needle="'disk'"),
+    case("bench-calibrate-parallel", "bench", "calibrate", "--hidden-lab", "1", "--parallel", "many",
+         needle="--parallel 'many'"),
+    case("bench-calibrate-resume", "bench", "calibrate", "--hidden-lab", "1", "--resume", "nothere",
+         needle="--resume nothere"),
+    case("bench-calibrate-resume-not-a-benchmark", "bench", "calibrate", "--hidden-lab", "1", "--resume", "f",
+         needle="--resume f", files={"f/": ""}),
 ]
 
 

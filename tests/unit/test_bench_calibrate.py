@@ -12,7 +12,7 @@ import pytest
 
 from lab import config
 from lab.bench import hidden
-from lab.bench.calibration import run
+from lab.bench.calibration import check_labs
 from lab.bench.hidden import HiddenLink, Score, draw, summarize
 from lab.errors import UsageError
 from lab.link.spec import parse_link
@@ -86,6 +86,10 @@ def test_the_results_read_back_and_their_table_lists_every_link() -> None:
     assert "does not pass" in md.splitlines()[-1]
 
 
-def test_the_hidden_lab_must_be_another_lab(tmp_path: Path) -> None:
+def test_the_hidden_lab_must_be_another_lab_and_up() -> None:
+    own = config.INSTANCE.number
     with pytest.raises(UsageError, match="must be another lab than this one"):
-        run(2, 1, config.INSTANCE.number, 10, tmp_path, lambda _s: None)
+        check_labs(own, own, {own})
+    with pytest.raises(UsageError, match=f"invalid --hidden-lab {own + 1}: lab {own + 1} is not up"):
+        check_labs(own, own + 1, {own})
+    check_labs(own, own + 1, {own, own + 1})
