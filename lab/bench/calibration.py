@@ -245,9 +245,9 @@ def _run_job(lab_: labs_.LabSlot, job: Job, argv: list[str], timeout_s: float | 
         proc = subprocess.Popen(argv, env=labs_.lab_env(lab_.number), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
     lab_.proc = proc
-    timer = None
+    timer, late = None, threading.Event()
     if timeout_s is not None:
-        timer = threading.Timer(config.deadline(timeout_s), lambda: _stop(proc))
+        timer = threading.Timer(config.deadline(timeout_s), lambda: (late.set(), _stop(proc)))
         timer.start()
     try:
         assert proc.stdout is not None
@@ -258,6 +258,8 @@ def _run_job(lab_: labs_.LabSlot, job: Job, argv: list[str], timeout_s: float | 
     finally:
         if timer is not None:
             timer.cancel()
+    if late.is_set():
+        return False, f"did not finish within {timeout_s:g} s (stopped)"
     lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
     return proc.returncode == 0, (lines[-1] if lines else f"exit {proc.returncode}")
 
@@ -326,7 +328,7 @@ def run(out: Path, links: Sequence[HiddenLink], meta: dict[str, Any], numbers: l
                 say(f"{head}: calibrating from the user's files (budget {budget} candidates)")
                 argv, timeout = job_argv("calibrate", {"folder": str(d), "budget": budget}), None
             ok, last = _run_job(lab_, job, argv, timeout, lambda text, h=head: say(f"{h}: {text}"))
-            if jobs.stopping.is_set():
+            if not ok and jobs.stopping.is_set():  # stopped by Ctrl-C: nothing recorded, a resume runs it again
                 jobs.done(job, lab_.number, None)
                 return
             if not ok:

@@ -147,6 +147,8 @@ if lab in os.environ.get("FAKE_FAIL", "").split(","):
     print("the lab failed", file=sys.stderr)
     sys.exit(2)
 print(json.dumps({"say": f"{kind} on {lab}"}), flush=True)
+import time
+time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
 if kind == "hidden":
     out = d / "hidden"
     out.mkdir()
@@ -222,3 +224,14 @@ def test_a_failing_lab_records_nothing_for_its_job_and_says_which(tmp_path: Path
     assert got.errors == ["lab 7: hidden job of link 0: the lab failed"]
     assert not list(out.glob("link-*/score.json")) and not list(out.glob("link-*/hidden"))
     assert json.loads((out / calibration.RESULTS).read_text())["not_done"] == [0, 1]
+
+
+def test_a_hidden_side_past_its_deadline_is_stopped_and_not_recorded(tmp_path: Path, fake_jobs: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_SLEEP", "60")
+    monkeypatch.setattr(calibration, "HIDDEN_TIMEOUT_S", 1.0)
+    out = tmp_path / "bench"
+    links, meta = _bench(1)
+    got = calibration.run(out, links, meta, [1, 7], 7, False, {1, 7}, lambda _s: None)
+    assert got.errors == ["lab 7: hidden job of link 0: did not finish within 1 s (stopped)"]
+    assert got.left == [0] and not (out / "link-0" / "hidden").exists()
