@@ -318,32 +318,43 @@ def run(out: Path, links: Sequence[HiddenLink], meta: dict[str, Any], numbers: l
 
     def work(lab_: labs_.LabSlot) -> None:
         while (job := jobs.take(lab_.number)) is not None:
-            lk, d = by_index[job.link], schedule.link_dir(out, job.link)
-            d.mkdir(parents=True, exist_ok=True)
-            head = f"lab {lab_.number}: hidden link {job.link + 1}/{n}"
-            if job.kind == "hidden":
-                say(f"{head}: measuring it as a user would")
-                argv, timeout = job_argv("hidden", {"link": asdict(lk), "folder": str(d)}), HIDDEN_TIMEOUT_S
-            else:
-                say(f"{head}: calibrating from the user's files (budget {budget} candidates)")
-                argv, timeout = job_argv("calibrate", {"folder": str(d), "budget": budget}), None
-            ok, last = _run_job(lab_, job, argv, timeout, lambda text, h=head: say(f"{h}: {text}"))
-            if not ok and jobs.stopping.is_set():  # stopped by Ctrl-C: nothing recorded, a resume runs it again
-                jobs.done(job, lab_.number, None)
-                return
-            if not ok:
-                lab_.error = f"{job.kind} job of link {job.link}: {last}"
-                say(f"{head}: failed ({last}); lab {lab_.number} takes no more jobs")
+            try:
+                if not one(lab_, job):
+                    return
+            except Exception as e:  # (a result unreadable, a log not writable): this lab stops, its job goes back
+                lab_.error = f"{job.kind} job of link {job.link}: {type(e).__name__}: {e}"
                 jobs.done(job, lab_.number, False)
                 return
-            if job.kind == "calibrate":
-                with results_lock:
-                    s = score_of(lk, d)
-                    write_score(d, s)
-                    done = len(write_results(out, links, meta))
-                say(f"{head}: scored: {HELD_OUT} throughput error {s.tput_error:.1%}, p50 RTT error "
-                    f"{s.rtt_error:.1%} ({done}/{n} links scored)")
-            jobs.done(job, lab_.number, True)
+
+    def one(lab_: labs_.LabSlot, job: Job) -> bool:
+        """Run one job; whether the lab goes on."""
+        lk, d = by_index[job.link], schedule.link_dir(out, job.link)
+        d.mkdir(parents=True, exist_ok=True)
+        head = f"lab {lab_.number}: hidden link {job.link + 1}/{n}"
+        if job.kind == "hidden":
+            say(f"{head}: measuring it as a user would")
+            argv, timeout = job_argv("hidden", {"link": asdict(lk), "folder": str(d)}), HIDDEN_TIMEOUT_S
+        else:
+            say(f"{head}: calibrating from the user's files (budget {budget} candidates)")
+            argv, timeout = job_argv("calibrate", {"folder": str(d), "budget": budget}), None
+        ok, last = _run_job(lab_, job, argv, timeout, lambda text, h=head: say(f"{h}: {text}"))
+        if not ok and jobs.stopping.is_set():  # stopped by Ctrl-C: nothing recorded, a resume runs it again
+            jobs.done(job, lab_.number, None)
+            return False
+        if not ok:
+            lab_.error = f"{job.kind} job of link {job.link}: {last}"
+            say(f"{head}: failed ({last}); lab {lab_.number} takes no more jobs")
+            jobs.done(job, lab_.number, False)
+            return False
+        if job.kind == "calibrate":
+            with results_lock:
+                s = score_of(lk, d)
+                write_score(d, s)
+                done = len(write_results(out, links, meta))
+            say(f"{head}: scored: {HELD_OUT} throughput error {s.tput_error:.1%}, p50 RTT error "
+                f"{s.rtt_error:.1%} ({done}/{n} links scored)")
+        jobs.done(job, lab_.number, True)
+        return True
 
     interrupted, problems = labs_.over_labs(slots, jobs, work, up)
     scores = write_results(out, links, meta)

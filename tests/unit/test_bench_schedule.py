@@ -157,6 +157,8 @@ if kind == "hidden":
 else:
     out = d / "fit"
     out.mkdir()
+    if os.environ.get("FAKE_NOFIT"):
+        sys.exit(0)
     (out / "fitted.json").write_text(json.dumps({"fitted_tput_bps": 8.4e6, "fitted_rtt_s": 0.05, "fitted": "f",
                                                  "error": 0.01, "candidates": 3, "why": ""}))
 """
@@ -235,3 +237,15 @@ def test_a_hidden_side_past_its_deadline_is_stopped_and_not_recorded(tmp_path: P
     got = calibration.run(out, links, meta, [1, 7], 7, False, {1, 7}, lambda _s: None)
     assert got.errors == ["lab 7: hidden job of link 0: did not finish within 1 s (stopped)"]
     assert got.left == [0] and not (out / "link-0" / "hidden").exists()
+
+
+def test_a_result_that_cannot_be_read_stops_that_lab_without_hanging_the_others(tmp_path: Path, fake_jobs: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch
+                                                                                ) -> None:
+    monkeypatch.setenv("FAKE_NOFIT", "1")
+    out = tmp_path / "bench"
+    links, meta = _bench(2)
+    got = calibration.run(out, links, meta, [1, 7], 7, False, {1, 7}, lambda _s: None)  # lab 1 calibrates
+    assert got.left == [0, 1] and len(got.errors) == 1
+    assert got.errors[0].startswith("lab 1: calibrate job of link 0: FileNotFoundError")
+    assert not list(out.glob("link-*/score.json"))
