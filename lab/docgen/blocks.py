@@ -8,8 +8,10 @@ folder's summary.md), `ratios-PRESET` (the paired HTTP/3 / TCP ratios of that ta
 the lab's verdict, as docs/seeds.md states them: lab/docgen/atlas.py) and `threshold-PRESET` (the Reno check's
 threshold as derived from that folder: lab/stats/cc_check.py); `provenance-all` lists every reference folder
 with the code and images it was made from (lab/results/publish.py's rule); `pairing-all`: what the paired
-verdicts changed on every committed folder (lab/docgen/pairing_table.py); `traces-PRESET`: a sweep over recorded
-traces per trace x direction x size, medians, HTTP/3's verdicts and the trace's capacity (lab/docgen/traces.py).
+verdicts changed on every committed folder (lab/docgen/pairing_table.py); `shapers-PRESET`: the same plan under
+linkem and netem (folders PRESET-linkem, PRESET-netem) judged side by side, each difference with its reason
+(lab/docgen/shapers.py); `traces-PRESET`: a sweep over recorded traces per trace x direction x size, medians,
+HTTP/3's verdicts and the trace's capacity (lab/docgen/traces.py).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from lab.results.schema import RunRecord
 from lab.stats import cc_check
 from lab.stats.stats import method_label, ratios, summarize
 
-KINDS = ("medians", "ratios", "cc", "verdicts", "threshold", "provenance", "pairing", "traces")
+KINDS = ("medians", "ratios", "cc", "verdicts", "threshold", "provenance", "pairing", "shapers", "traces")
 
 
 def source_line(folder: Path, manifest: dict[str, object], records: list[RunRecord], rel: str) -> str:
@@ -80,6 +82,10 @@ def render(name: str, reference: Path, doc: Path | None = None) -> str:
         if preset != "all":
             raise UsageError(f"generated block {name!r}: the pairing table is `pairing-all` (every folder)")
         return pairing_table.render(reference)
+    if kind == "shapers":
+        from lab.docgen import shapers
+
+        return shapers.render(reference, preset, reference.parent.parent / "docs" / "shapers.toml")
     folder = reference / preset
     rel = f"results/reference/{preset}"
     if not (folder / "runs.csv").is_file():

@@ -77,7 +77,7 @@ def outputs(root: Path = config.ROOT) -> dict[Path, str]:
     """Every generated file's path and its current text."""
     reference = root / "results" / "reference"
     out = {root / "docs" / "seeds.md": atlas_found.generate(root / "docs" / "seeds.toml", reference)}
-    for rel in ("README.md", "docs/results.md"):
+    for rel in ("README.md", "docs/results.md", "docs/link.md"):
         path = root / rel
         out[path] = _fill_benchmarks(
             fill_blocks(path.read_text(encoding="utf-8"), lambda name, at=path: blocks.render(name, reference, at),

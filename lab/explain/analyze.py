@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -150,12 +151,45 @@ def _min_rtt(inp: RunInputs, client_ip: str, transport: str) -> float | None:
     return min(cands) if cands else None
 
 
+#: QUIC frames that ask nothing of the peer: PADDING and ACK (RFC 9000 12.4); a datagram of only these is an ACK.
+ACK_ONLY_FRAMES = frozenset({0x00, 0x02, 0x03})
+
+
+def _only_acks(r: Row, first: bool) -> bool:
+    """A client packet that carries nothing the server answers: a TCP segment without payload other than the SYN
+    (the connection's first packet), a QUIC datagram whose frames are all ACK/PADDING. Unknown frames (not
+    decrypted) count as data."""
+    if first:
+        return False
+    if r.udp_len:
+        return bool(r.quic_frame_types) and set(r.quic_frame_types) <= ACK_ONLY_FRAMES
+    return r.tcp_len == 0
+
+
+def handshake_waits(rows: Sequence[Row], client_ip: str, until: float, min_rtt: float) -> int:
+    """Round trips the client spent waiting for the server before its request left (at `until`): gaps between its
+    packets of at least WAIT_SHARE x the minimum RTT that follow a packet the server answers (data, the SYN, a
+    probe), or in which a server packet arrived at least that long after the gap began (the server's answer to an
+    ACK: a flight held back by its window or the amplification limit). A gap that follows a bare ACK with no late
+    server packet in it is the client computing (its key share, the certificate check: tens of ms on a slow or
+    emulated CPU), not a round trip."""
+    mine = [r for r in rows if r.src == client_ip and r.time <= until]
+    theirs = [r.time for r in rows if r.src != client_ip and r.time <= until]
+    threshold = WAIT_SHARE * min_rtt
+    waits = 0
+    for i, (a, b) in enumerate(itertools.pairwise(mine)):
+        if b.time - a.time < threshold:
+            continue
+        answered_late = any(a.time + threshold <= t <= b.time for t in theirs)
+        if not _only_acks(a, i == 0) or answered_late:
+            waits += 1
+    return waits
+
+
 def _handshake(inp: RunInputs, transport: str, client_ip: str, t0: float, req: Row, min_rtt: float | None,
                down: pathmod.Matched | None, up: pathmod.Matched | None) -> Handshake:
     rows = inp.client_rows
-    times = [r.time for r in rows if r.src == client_ip and r.time <= req.time]
-    gaps = np.diff(np.array(times)) if len(times) > 1 else np.array([])
-    waits = int(np.count_nonzero(gaps >= WAIT_SHARE * min_rtt)) if min_rtt else None
+    waits = handshake_waits(rows, client_ip, req.time, min_rtt) if min_rtt else None
     expected = EXPECTED_ROUND_TRIPS[transport]
     fin = next((r for r in rows if r.src == client_ip and HS_FINISHED in r.hs_types), None)
     resp = next((r for r in rows if r.src != client_ip and _is_response(r, transport)), None)

@@ -4,7 +4,7 @@
 The checks that both backends must pass run once per shaper (`shaper` fixture): linkem everywhere, netem where the
 kernel has sch_netem. This host's kernel has none, so scripts/test.sh runs the netem variants (marked `netem`) in a
 VM with Debian's stock kernel (scripts/vm.sh run -- uv run pytest -m netem tests/lab); elsewhere they skip, saying
-so. The VM's checks stay at rates an emulated CPU holds (20 Mbit/s; 100 Mbit/s TLS is not holdable under TCG)."""
+so. The VM's checks stay at rates an emulated CPU holds (5 Mbit/s of TLS under TCG: BULK_NETEM)."""
 
 from __future__ import annotations
 
@@ -100,9 +100,11 @@ BULK = [
 # idle. Every 30 s since (0.06 cores at idle), and it measures 0.9 again: docs/benchmarks.md.)
 
 
-# netem (in the VM): 20 Mbit/s, TCP (HTTP/2) and QUIC; an emulated CPU does not hold 100 Mbit/s of TLS.
-BULK_NETEM = [(Protocol.H2, "curl", "nginx", 20, 0.90), (Protocol.H3, "gtlsclient", "ngtcp2", 20, 0.90),
-              (Protocol.H3, "curl", "nginx", 20, 0.90)]
+# netem (in the VM): 5 Mbit/s, TCP (HTTP/2) and QUIC. The VM runs under TCG here: its emulated CPU carried 8-15
+# Mbit/s of TLS (20 Mbit/s runs of 2026-11-26, 2 vCPUs: HTTP/2 0.60-0.75, HTTP/3 0.40-0.67 of the rate), so the
+# check stays at a rate the guest holds with room, not at the linkem variants' 20 and 100 Mbit/s.
+BULK_NETEM = [(Protocol.H2, "curl", "nginx", 5, 0.90), (Protocol.H3, "gtlsclient", "ngtcp2", 5, 0.90),
+              (Protocol.H3, "curl", "nginx", 5, 0.90)]
 
 
 def _bulk_param(backend: str, p: Protocol, c: str, s: str, r: int, floor: float) -> object:

@@ -47,10 +47,11 @@ def _binomial(n: int, p: float, z: float = 3.29) -> tuple[float, float]:
 
 
 def test_first_packets_after_each_shape_are_lost_at_the_loss_rate(netem_link):
-    """30 `shape --loss 1%` with seeds 1..30, 20 datagrams after each (one capture): the losses among those first
-    packets are inside the 99.9 % binomial interval of 1 % of 600. Unscrambled, the kernel lost #2 and #4 (of the
-    first 20) after every shape: at least 60."""
-    shapes, first = 30, 20
+    """10 `shape --loss 1%` with seeds 1..10, 20 datagrams after each (one capture): the losses among those first
+    packets are inside the 99.9 % binomial interval of 1 % of 200 (at most 6). Unscrambled, the kernel lost #2 and
+    #4 (of the first 20) after every shape: at least 20. (10 shapes, not 30: each `shape` takes ~20 s in the TCG VM,
+    and 10 already put the bug three times above the interval.)"""
+    shapes, first = 10, 20
     server_if = router.interfaces().server_side
     with capture(server_if) as cap:
         for seed in range(1, shapes + 1):
@@ -107,11 +108,13 @@ def test_queue_limit_bounds_the_standing_queue(netem_link):
 
 
 def test_codel_keeps_the_standing_queue_near_its_target(netem_link):
-    """20 Mbit/s, 20 ms RTT, 1 MB of buffer and a bulk cubic flow: drop-tail lets the flow fill the buffer, CoDel
-    (a child of tbf) keeps the queueing delay near its 5 ms target, and its drops at dequeue are queue drops."""
-    shape(rate="20mbit", rtt="20ms", queue="1MB")
+    """5 Mbit/s, 20 ms RTT, 250 kB of buffer (400 ms at the rate) and a bulk cubic flow: drop-tail lets the flow
+    fill the buffer, CoDel (a child of tbf) keeps the queueing delay near its 5 ms target, and its drops at dequeue
+    are queue drops. 5 Mbit/s, not 20: in the TCG VM a 20 Mbit/s flow through the emulated router never filled the
+    buffer (median queueing 1.3 ms of 400, 2026-11-26): the sender was CPU-bound, not the queue under test."""
+    shape(rate="5mbit", rtt="20ms", queue="250kB")
     tail, _ = bulk_tcp_rtts(6.0, 0.05)
-    shape(rate="20mbit", rtt="20ms", queue="1MB", qdisc="codel")
+    shape(rate="5mbit", rtt="20ms", queue="250kB", qdisc="codel")
     before = wire_counters("netem")
     codel, goodput = bulk_tcp_rtts(6.0, 0.05)
     down = _down(before)
@@ -119,4 +122,4 @@ def test_codel_keeps_the_standing_queue_near_its_target(netem_link):
     assert t50 > 50.0, f"drop-tail: median queueing delay {t50:.1f} ms (expected the flow to fill the buffer)"
     assert c50 < 15.0, f"CoDel: median queueing delay {c50:.1f} ms, target 5 ms (drop-tail {t50:.1f} ms)"
     assert down.queue_drops and down.queue_drops > 0 and down.loss_drops == 0, down
-    assert goodput > 0.85 * 20e6, f"CoDel goodput {goodput / 1e6:.1f} Mbit/s of 20"
+    assert goodput > 0.85 * 5e6, f"CoDel goodput {goodput / 1e6:.1f} Mbit/s of 5"

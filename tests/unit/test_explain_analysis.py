@@ -292,3 +292,59 @@ def test_a_drop_in_the_runs_last_moments_is_allowed_for_in_the_agreement() -> No
     assert (m.dropped, m.unjudged, m.tail_dropped) == (3, 0, 2)
     assert pathmod.agree(m.dropped, 1, m.unjudged + m.tail_dropped)
     assert not pathmod.agree(m.dropped, 0, m.unjudged + m.tail_dropped)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Handshake round trips on a slow client (the netem group in a TCG VM: curl took ~40 ms to compute its key share
+# and to check the certificate, each right after its kernel's bare ACK, at 40 ms RTT: counted 4 round trips)
+
+C, S = "10.71.1.10", "10.71.2.10"
+
+
+def test_a_client_computing_after_a_bare_ack_is_not_a_round_trip():
+    from lab.explain.analyze import handshake_waits
+    from lab.explain.rows import Row
+
+    rows = [Row(1, 0.000, C),                      # SYN
+            Row(2, 0.040, S),                      # SYN-ACK one RTT later
+            Row(3, 0.040, C),                      # the kernel's bare ACK
+            Row(4, 0.085, C, tcp_len=517),         # ClientHello after 45 ms of computing
+            Row(5, 0.125, S, tcp_len=1448), Row(6, 0.126, S, tcp_len=1200),  # the server's flight
+            Row(7, 0.126, C),                      # bare ACK
+            Row(8, 0.170, C, tcp_len=80),          # Finished after 44 ms of checking
+            Row(9, 0.171, C, tcp_len=120)]         # the request
+    assert handshake_waits(rows, C, 0.171, 0.040) == 2
+
+
+def test_a_bare_ack_answered_by_a_held_back_flight_is_a_round_trip():
+    from lab.explain.analyze import handshake_waits
+    from lab.explain.rows import Row
+
+    rows = [Row(1, 0.000, C), Row(2, 0.040, S), Row(3, 0.040, C), Row(4, 0.041, C, tcp_len=517),
+            Row(5, 0.081, S, tcp_len=1448), Row(6, 0.081, C),   # the server's window full: it waits for this ACK
+            Row(7, 0.121, S, tcp_len=1448), Row(8, 0.122, C, tcp_len=80), Row(9, 0.122, C, tcp_len=120)]
+    assert handshake_waits(rows, C, 0.122, 0.040) == 3
+
+
+def test_a_retransmitted_client_hello_after_silence_is_a_wait():
+    from lab.explain.analyze import handshake_waits
+    from lab.explain.rows import Row
+
+    rows = [Row(1, 0.000, C), Row(2, 0.040, S), Row(3, 0.040, C), Row(4, 0.041, C, tcp_len=517),  # lost
+            Row(5, 0.300, C, tcp_len=517, retransmission=True), Row(6, 0.340, S, tcp_len=1448),
+            Row(7, 0.341, C, tcp_len=80), Row(8, 0.341, C, tcp_len=120)]
+    assert handshake_waits(rows, C, 0.341, 0.040) == 3
+
+
+def test_quic_ack_only_datagrams_are_bare_acks_and_undecrypted_ones_are_data():
+    from lab.explain.analyze import handshake_waits
+    from lab.explain.rows import Row
+
+    def rows(frames: list[int]) -> list[Row]:
+        return [Row(1, 0.000, C, udp_len=1200, long_types=[0], quic_frame_types=[6, 0]),   # Initial: CRYPTO
+                Row(2, 0.040, S, udp_len=1200, long_types=[0, 2]),
+                Row(3, 0.040, C, udp_len=1200, long_types=[0], quic_frame_types=frames),
+                Row(4, 0.090, C, udp_len=90, long_types=[2], quic_frame_types=[6]),        # Finished, 50 ms later
+                Row(5, 0.090, C, udp_len=80, short=True, quic_frame_types=[8])]           # the request
+    assert handshake_waits(rows([2, 0]), C, 0.090, 0.040) == 1   # ACK + PADDING: the client was computing
+    assert handshake_waits(rows([]), C, 0.090, 0.040) == 2       # frames unknown: counted, as before
