@@ -2,31 +2,46 @@
 separate lab, never seen by the calibration (lab/bench/hidden.py draws them; their parameters are written down only
 after each fit).
 
-Per hidden link:
-1. the hidden lab (`QUICLAB_INSTANCE=H`, a subprocess: `python -m lab.bench.calibration hidden SPEC`) puts the link
-   in force and measures it as a user would: ping without load, then one `iperf3 -R --json --get-server-output`
-   download (from a server run with --json) per measured sender (cubic, bbr); then the held-out sender (reno, not
-   used in the fit) by the lab's rule;
-2. this lab: `probe` reads the user's files, `calibrate` estimates and searches (lab/run/calibration.py);
-3. this lab: the held-out sender on the fitted link. Its throughput and p50 RTT under load are compared with the
-   hidden link's (hidden.Score). A calibration that fails is censored (infinite error), never dropped; the lab
-   failing stops the benchmark.
-The results (calibrate.json, after every link) and their table (calibrate.md) go to the output folder."""
+Per hidden link, two jobs (lab/bench/schedule.py decides which lab runs which, never both on one lab):
+1. `hidden` (`python -m lab.bench.calibration hidden SPEC` on its lab): the link in force, measured as a user would:
+   ping without load, then one `iperf3 -R --json --get-server-output` download (from a server run with --json) per
+   measured sender (cubic, bbr); then the held-out sender (reno, not used in the fit) by the lab's rule;
+2. `calibrate` (`python -m lab.bench.calibration calibrate SPEC` on another lab; it is given the folder of the user's
+   files, never the link): `probe` reads them, `calibrate` estimates and searches (lab/run/calibration.py), then the
+   held-out sender runs on the fitted link. Its throughput and p50 RTT under load are compared with the hidden
+   link's (hidden.Score). A calibration that fails on its input is censored (infinite error), never dropped.
+
+The labs: this process's lab and the hidden lab H (both up); `--parallel 1`: H measures the hidden sides, this lab
+calibrates, the two overlapping; `--parallel N` (or auto: lab/run/parallel.py's rule over the hidden links' rates)
+with N >= 2: N labs (this one, H, and free ones brought up and taken down by lab/run/parallel.py `over_labs`) each
+do both kinds of job. Each job is a process on its lab (QUICLAB_INSTANCE), started in its own session: Ctrl-C stops
+them all (SIGTERM: each puts its link back unshaped and stops its senders) and records nothing of an unfinished job.
+
+The folder (`--resume FOLDER` continues it): meta.json (the draw's seed, links, budget), per link `link-N/`
+(`hidden/` with the user's files, `fit/` with the measurement folder and fit.json, `score.json`), each renamed into
+place only when complete; calibrate.json and calibrate.md are rewritten from the scores after every link.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
-from collections.abc import Callable
-from dataclasses import asdict
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from lab import config, lock
+from lab import config, lock, signals
+from lab.bench import schedule
 from lab.bench.hidden import HiddenLink, Score, draw, markdown, to_doc
+from lab.bench.schedule import HIDDEN_DIR, SCORE, Job, Schedule
 from lab.calibrate import fit as fits
 from lab.calibrate import measurements
 from lab.calibrate.estimate import estimate
@@ -38,108 +53,345 @@ from lab.link import shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link, recorded_pairs
 from lab.run import calibration
+from lab.run import parallel as labs_
 
 MEASURED = ("cubic", "bbr")
 HELD_OUT = "reno"
 SECONDS = 10
 PING = "ping.txt"
 HELD = "held_out.json"
+FIT_DIR = "fit"
+FITTED = "fitted.json"
+META = "meta.json"
 RESULTS = "calibrate.json"
 TABLE = "calibrate.md"
-_HIDDEN_TIMEOUT_S = 600.0
+HIDDEN_TIMEOUT_S = 600.0
+#: Per job, what the estimate says (docs/calibrate.md "Time"): a hidden side ~100 s (99 s measured on lab 7,
+#: 2026-11-26); a calibration ~30 s per candidate (two 10 s senders and their set-up; ~60 s measured with the job's
+#: process held to 35 % of a core) and the held-out sender.
+HIDDEN_S = 100.0
+CANDIDATE_S = 30.0
 
 
 def hidden_files(folder: Path) -> list[Path]:
     return [folder / PING, *(folder / f"{cc}.json" for cc in MEASURED)]
 
 
+def _publish(tmp: Path, final: Path) -> None:
+    """A job's result into place whole (a rename), replacing a stale one."""
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+
+
+def _say(text: str) -> None:
+    """A job's progress line to its coordinator (stdout: one JSON object a line)."""
+    print(json.dumps({"say": text}), flush=True)
+
+
+# --- the jobs, each in its lab's process ---------------------------------------------------------------------------
+
 def _hidden_side(spec: dict[str, Any]) -> None:
-    """In the hidden lab's process: the link in force, the user's files and the held-out sender's figures written
-    into spec["folder"]; the link left unshaped afterwards (also after Ctrl-C)."""
-    folder = Path(spec["folder"])
-    folder.mkdir(parents=True, exist_ok=True)
+    """The hidden lab's job: the link in force, the user's files and the held-out sender's figures written into
+    `link-N/hidden/` (renamed into place at the end, with done.json naming this lab); the link left unshaped
+    afterwards (also after Ctrl-C or SIGTERM)."""
+    d = Path(spec["folder"])
+    final = d / HIDDEN_DIR
+    tmp = schedule.partial(final, str(os.getpid()))
+    tmp.mkdir(parents=True)
     link = HiddenLink(**spec["link"])
-    with lock.holding("quiclab bench calibrate (the hidden link)"):
+    with lock.holding("quiclab bench calibrate (a hidden link)"):
         calibration.check_allowed({cc: Sender(cc, "down", SECONDS) for cc in (*MEASURED, HELD_OUT)})
         try:
             shaper.apply(parse_link(*link.tables()), "linkem")
-            (folder / PING).write_text(calibration.user_ping())
+            _say("ping without load")
+            (tmp / PING).write_text(calibration.user_ping())
             for cc in MEASURED:
-                (folder / f"{cc}.json").write_text(calibration.user_download(Sender(cc, "down", SECONDS)))
+                _say(f"iperf3 {cc} download")
+                (tmp / f"{cc}.json").write_text(calibration.user_download(Sender(cc, "down", SECONDS)))
+            _say(f"held-out sender {HELD_OUT}")
             held = calibration.run_sender(Sender(HELD_OUT, "down", SECONDS))
-            (folder / HELD).write_text(json.dumps(None if held is None else asdict(held)))
+            (tmp / HELD).write_text(json.dumps(None if held is None else asdict(held)))
         finally:
-            shaper.apply(Link(), "linkem")
+            with contextlib.suppress(EnvironmentProblem):
+                shaper.apply(Link(), "linkem")
+    (tmp / schedule.DONE).write_text(json.dumps({"lab": config.INSTANCE.number}))
+    _publish(tmp, final)
 
 
-def measure_hidden(link: HiddenLink, folder: Path, hidden_lab: int) -> str:
-    """The hidden lab's part, in a subprocess with QUICLAB_INSTANCE set; "" or why it failed (one line)."""
-    spec = json.dumps({"link": asdict(link), "folder": str(folder)})
-    env = {**os.environ, config.ENV_INSTANCE: str(hidden_lab)}
+def _calibrate_side(spec: dict[str, Any]) -> None:
+    """The calibrating lab's job: from `link-N/hidden/`'s files alone, the fit and the held-out sender on it, into
+    `link-N/fit/` (renamed into place at the end; fitted.json holds the figures)."""
+    d = Path(spec["folder"])
+    final = d / FIT_DIR
+    tmp = schedule.partial(final, str(os.getpid()))
+    tmp.mkdir(parents=True)
+    budget = int(spec["budget"])
+
+    def progress(i: int, c: Candidate, r: Result | None) -> None:
+        _say(f"candidate {i}/{budget}: {fits.describe(c)}" + ("" if r else ": not measured"))
+
+    (tmp / FITTED).write_text(json.dumps(calibrate_one(d / HIDDEN_DIR, tmp, budget, progress)))
+    _publish(tmp, final)
+
+
+def calibrate_one(hidden: Path, work: Path, budget: int,
+                  progress: Callable[[int, Candidate, Result | None], None]) -> dict[str, Any]:
+    """The fit from the user's files in `hidden` (its measurement folder and fit.json into `work`) and the held-out
+    sender on the fitted link: Score's fitted fields (`why` when the input allows no calibration)."""
     try:
-        done = subprocess.run([sys.executable, "-m", "lab.bench.calibration", "hidden", spec], env=env,
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=_HIDDEN_TIMEOUT_S,
-                              check=False)
-    except subprocess.TimeoutExpired:
-        return f"the hidden lab did not finish in {_HIDDEN_TIMEOUT_S:g} s"
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit {done.returncode}"]
-        raise EnvironmentProblem(f"the hidden lab {hidden_lab} failed: {tail[0]}")
-    return ""
-
-
-def calibrate_one(link: HiddenLink, folder: Path, budget: int,
-                  progress: Callable[[int, Candidate, Result | None], None]) -> Score:
-    """Steps 2 and 3 for one hidden link whose files are in `folder` (see the module's docstring)."""
-    held = json.loads((folder / HELD).read_text())
-    hidden = Observed(**held) if held else None
-    base = Score(link=link, hidden_tput_bps=hidden.throughput_bps if hidden else None,
-                 hidden_rtt_s=hidden.p50_rtt_s if hidden else None)
-    try:
-        m = probe(hidden_files(folder))
-        measurements.write(folder / "m", m)
-        e = estimate(m, str(folder), "constant")
-        senders, real = measured_senders(m, str(folder))
-        start = fits.start(e, str(folder))
+        m = probe(hidden_files(hidden))
+        measurements.write(work / "m", m)
+        e = estimate(m, str(hidden), "constant")
+        senders, real = measured_senders(m, str(hidden))
+        start = fits.start(e, str(hidden))
     except UsageError as err:  # the user's files do not allow a calibration (e.g. iperf3 failed on this link)
-        return Score(**{**asdict(base), "link": link, "why": f"not calibrated: {err}"})
+        return {"why": f"not calibrated: {err}"}
     found = calibration.search_in_lab(senders, real, start, partial(fits.candidate_tables, e), budget, progress)
-    (folder / "m" / fits.FILE).write_text(json.dumps(fits.fit_doc(found, real, dict(senders), start), indent=1))
+    (work / "m" / fits.FILE).write_text(json.dumps(fits.fit_doc(found, real, dict(senders), start), indent=1))
     if found.best.result is None:
-        return Score(**{**asdict(base), "link": link, "candidates": len(found.tried),
-                        "why": f"no candidate measured ({found.stopped})"})
+        return {"candidates": len(found.tried), "why": f"no candidate measured ({found.stopped})"}
+    _say(f"held-out sender {HELD_OUT} on the fitted link")
     got = calibration.measure_on(fits.candidate_tables(e, found.best.candidate), Sender(HELD_OUT, "down", SECONDS))
-    return Score(link=link, hidden_tput_bps=base.hidden_tput_bps, hidden_rtt_s=base.hidden_rtt_s,
-                 fitted_tput_bps=got.throughput_bps if got else None, fitted_rtt_s=got.p50_rtt_s if got else None,
-                 fitted=fits.describe(found.best.candidate), error=found.best.error, candidates=len(found.tried),
-                 why="" if got else "the held-out sender could not be measured on the fitted link")
+    return {"fitted_tput_bps": got.throughput_bps if got else None, "fitted_rtt_s": got.p50_rtt_s if got else None,
+            "fitted": fits.describe(found.best.candidate), "error": found.best.error, "candidates": len(found.tried),
+            "why": "" if got else "the held-out sender could not be measured on the fitted link"}
 
 
-def run(n: int, seed: int, hidden_lab: int, budget: int, out: Path,
-        say: Callable[[str], None]) -> list[Score]:
-    """The benchmark over n hidden links; calibrate.json and calibrate.md rewritten after every link."""
-    if hidden_lab == config.INSTANCE.number:
-        raise UsageError(f"invalid --hidden-lab {hidden_lab}: it must be another lab than this one "
-                         f"({config.ENV_INSTANCE}={config.INSTANCE.number}): the calibration must not see it")
-    links = draw(n, seed, recorded_pairs())
-    meta = {"seed": seed, "budget": budget, "hidden_lab": hidden_lab, "calibration_lab": config.INSTANCE.number,
-            "measured": list(MEASURED), "held_out": HELD_OUT, "seconds": SECONDS}
-    scores: list[Score] = []
-    for link in links:
-        folder = out / f"link-{link.index}"
-        say(f"hidden link {link.index + 1}/{n}: measuring it as a user would on lab {hidden_lab}")
-        why = measure_hidden(link, folder, hidden_lab)
-        if why:
-            scores.append(Score(link=link, hidden_tput_bps=None, hidden_rtt_s=None, why=why))
-        else:
-            def progress(i: int, c: Candidate, r: Result | None, k: int = link.index) -> None:
-                say(f"hidden link {k + 1}/{n}: candidate {i}/{budget}: {fits.describe(c)}"
-                    + ("" if r else ": not measured"))
-            scores.append(calibrate_one(link, folder, budget, progress))
-        (out / RESULTS).write_text(json.dumps(to_doc(scores, meta), indent=1) + "\n")
+def score_of(link: HiddenLink, d: Path) -> Score:
+    """A link's score from its complete job results: the hidden side's held-out figures and the fit's."""
+    held = json.loads((d / HIDDEN_DIR / HELD).read_text())
+    hidden = Observed(**held) if held else None
+    fitted = json.loads((d / FIT_DIR / FITTED).read_text())
+    return Score(link=link, hidden_tput_bps=hidden.throughput_bps if hidden else None,
+                 hidden_rtt_s=hidden.p50_rtt_s if hidden else None, **fitted)
+
+
+def write_score(d: Path, s: Score) -> None:
+    tmp = schedule.partial(d / SCORE, str(os.getpid()))
+    tmp.write_text(json.dumps(asdict(s), indent=1) + "\n")
+    os.replace(tmp, d / SCORE)
+
+
+def read_scores(out: Path, links: Sequence[HiddenLink]) -> list[Score]:
+    """The scored links, in link order."""
+    return [Score(**{**(doc := json.loads(p.read_text())), "link": HiddenLink(**doc["link"])})
+            for lk in links if (p := schedule.link_dir(out, lk.index) / SCORE).is_file()]
+
+
+def write_results(out: Path, links: Sequence[HiddenLink], meta: dict[str, Any]) -> list[Score]:
+    """calibrate.json and calibrate.md from every score written so far (rewritten whole)."""
+    scores = read_scores(out, links)
+    left = [lk.index for lk in links if not (schedule.link_dir(out, lk.index) / SCORE).is_file()]
+    (out / RESULTS).write_text(json.dumps({**to_doc(scores, meta), "not_done": left}, indent=1) + "\n")
+    if scores:
         (out / TABLE).write_text(markdown(scores, HELD_OUT))
     return scores
 
 
-if __name__ == "__main__" and sys.argv[1:2] == ["hidden"]:
-    _hidden_side(json.loads(sys.argv[2]))
+# --- the coordinator -------------------------------------------------------------------------------------------------
+
+def job_argv(kind: str, spec: dict[str, Any]) -> list[str]:
+    """One job's process (run with its lab's QUICLAB_INSTANCE)."""
+    return [sys.executable, "-m", "lab.bench.calibration", kind, json.dumps(spec)]
+
+
+@dataclass
+class Jobs:
+    """The labs' shared work (lab/run/parallel.py `Pool`): the schedule behind a lock."""
+
+    plan: Schedule
+    stopping: threading.Event = field(default_factory=threading.Event)
+    parts: tuple[str, ...] = ()  # the calibration needs the base lab only (iperf3 in client and server)
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+    @property
+    def drained(self) -> bool:
+        with self.changed:
+            return self.plan.drained
+
+    def take(self, lab: int) -> Job | None:
+        """The next job for `lab`, waiting while one may yet come; None when none will (or on Ctrl-C)."""
+        with self.changed:
+            while not self.stopping.is_set():
+                got = self.plan.next(lab)
+                if got != schedule.WAIT:
+                    return got if isinstance(got, Job) else None
+                self.changed.wait(timeout=0.5)
+            return None
+
+    def done(self, job: Job, lab: int, ok: bool | None) -> None:
+        """ok None: interrupted (not recorded, not the lab's failure)."""
+        with self.changed:
+            if ok is None:
+                self.plan.interrupted(job)
+            else:
+                self.plan.finished(job, lab, ok)
+            self.changed.notify_all()
+
+
+@dataclass
+class Outcome:
+    scores: list[Score]
+    left: list[int]  # links not scored (resume the folder to finish them)
+    interrupted: bool
+    errors: list[str]  # per lab, what failed
+
+
+def _run_job(lab_: labs_.LabSlot, job: Job, argv: list[str], timeout_s: float | None,
+             say: Callable[[str], None]) -> tuple[bool, str]:
+    """The job's process on its lab, its progress passed on; (exited 0, the last line of its log)."""
+    log_path = lab_.logs / f"lab{lab_.number}-link{job.link}-{job.kind}.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(argv, env=labs_.lab_env(lab_.number), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
+    lab_.proc = proc
+    timer, late = None, threading.Event()
+    if timeout_s is not None:
+        timer = threading.Timer(config.deadline(timeout_s), lambda: (late.set(), _stop(proc)))
+        timer.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                say(str(json.loads(line)["say"]))
+        proc.wait()
+    finally:
+        if timer is not None:
+            timer.cancel()
+    if late.is_set():
+        return False, f"did not finish within {timeout_s:g} s (stopped)"
+    lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
+    return proc.returncode == 0, (lines[-1] if lines else f"exit {proc.returncode}")
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+
+
+def check_labs(own: int, hidden_lab: int, up: set[int]) -> None:
+    """The hidden lab is another lab than this one, and up."""
+    if hidden_lab == own:
+        raise UsageError(f"invalid --hidden-lab {hidden_lab}: it must be another lab than this one "
+                         f"({config.ENV_INSTANCE}={own}): the calibration must not see it")
+    if hidden_lab not in up:
+        raise UsageError(f"invalid --hidden-lab {hidden_lab}: lab {hidden_lab} is not up (labs up: {sorted(up)}; "
+                         f"`{config.ENV_INSTANCE}={hidden_lab} uv run quiclab up` first)")
+
+
+def load_meta(out: Path) -> dict[str, Any]:
+    """A benchmark folder's meta.json (for --resume): exit 2 naming the folder when it is not one."""
+    try:
+        doc = json.loads((out / META).read_text())
+        int(doc["seed"]), int(doc["links"]), int(doc["budget"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UsageError(f"invalid --resume {out}: not a `quiclab bench calibrate` folder (no readable {META} with "
+                         "seed, links and budget)") from None
+    return doc
+
+
+def estimate_s(links: int, labs: int, budget: int) -> float:
+    """The benchmark's expected time: the hidden sides spread over the labs that hold them, then the calibrations
+    spread over the labs (with one lab per role they overlap: the calibrations set the time)."""
+    calib = links * (budget * CANDIDATE_S + 2 * SECONDS)
+    if labs <= 1:
+        return HIDDEN_S + calib
+    return links * HIDDEN_S / labs + -(-links // labs) * (budget * CANDIDATE_S + 2 * SECONDS)
+
+
+def run(out: Path, links: Sequence[HiddenLink], meta: dict[str, Any], numbers: list[int], hidden_lab: int,
+        both: bool, up: set[int], say: Callable[[str], None]) -> Outcome:
+    """Every link not yet scored in `out`, over the labs `numbers` (this process's first; those not in `up` are
+    brought up and taken down here; `both`: every lab measures and calibrates, else the hidden lab only measures);
+    each finished link's score written at once."""
+    budget = int(meta["budget"])
+    hidden_on, calibrate_on = schedule.roles(numbers, hidden_lab, both)
+    plan = schedule.from_folder(out, [lk.index for lk in links], numbers, hidden_on, calibrate_on)
+    by_index = {lk.index: lk for lk in links}
+    n = len(links)
+    jobs = Jobs(plan)
+    results_lock = threading.Lock()
+    logs = out / "labs"
+    logs.mkdir(parents=True, exist_ok=True)
+    slots = [labs_.LabSlot(k, logs) for k in numbers]
+
+    def work(lab_: labs_.LabSlot) -> None:
+        while (job := jobs.take(lab_.number)) is not None:
+            try:
+                if not one(lab_, job):
+                    return
+            except Exception as e:  # (a result unreadable, a log not writable): this lab stops, its job goes back
+                lab_.error = f"{job.kind} job of link {job.link}: {type(e).__name__}: {e}"
+                jobs.done(job, lab_.number, False)
+                return
+
+    def one(lab_: labs_.LabSlot, job: Job) -> bool:
+        """Run one job; whether the lab goes on."""
+        lk, d = by_index[job.link], schedule.link_dir(out, job.link)
+        d.mkdir(parents=True, exist_ok=True)
+        head = f"lab {lab_.number}: hidden link {job.link + 1}/{n}"
+        if job.kind == "hidden":
+            say(f"{head}: measuring it as a user would")
+            argv, timeout = job_argv("hidden", {"link": asdict(lk), "folder": str(d)}), HIDDEN_TIMEOUT_S
+        else:
+            say(f"{head}: calibrating from the user's files (budget {budget} candidates)")
+            argv, timeout = job_argv("calibrate", {"folder": str(d), "budget": budget}), None
+        ok, last = _run_job(lab_, job, argv, timeout, lambda text, h=head: say(f"{h}: {text}"))
+        if not ok and jobs.stopping.is_set():  # stopped by Ctrl-C: nothing recorded, a resume runs it again
+            jobs.done(job, lab_.number, None)
+            return False
+        if not ok:
+            lab_.error = f"{job.kind} job of link {job.link}: {last}"
+            say(f"{head}: failed ({last}); lab {lab_.number} takes no more jobs")
+            jobs.done(job, lab_.number, False)
+            return False
+        if job.kind == "calibrate":
+            with results_lock:
+                s = score_of(lk, d)
+                write_score(d, s)
+                done = len(write_results(out, links, meta))
+            say(f"{head}: scored: {HELD_OUT} throughput error {s.tput_error:.1%}, p50 RTT error "
+                f"{s.rtt_error:.1%} ({done}/{n} links scored)")
+        jobs.done(job, lab_.number, True)
+        return True
+
+    interrupted, problems = labs_.over_labs(slots, jobs, work, up)
+    scores = write_results(out, links, meta)
+    errors = [f"lab {s.number}: {s.error}" for s in slots if s.error] + problems
+    return Outcome(scores, [lk.index for lk in links if lk.index not in {s.link.index for s in scores}],
+                   interrupted, errors)
+
+
+def start(out: Path | None, resume: Path | None, n: int, seed: int, budget: int, hidden_lab: int,
+          parallel: int | None, up: set[int]) -> tuple[Path, list[HiddenLink], dict[str, Any], list[int]]:
+    """The folder (new, or the one resumed with its own seed, links and budget), the links and the labs: this one
+    and the hidden lab with `parallel` 1 (roles split) or 2, and free ones beyond (None: auto)."""
+    own = config.INSTANCE.number
+    check_labs(own, hidden_lab, up)
+    if resume is not None:
+        meta = load_meta(resume)
+        out = resume
+    else:
+        assert out is not None
+        meta = {"seed": seed, "links": n, "budget": budget, "measured": list(MEASURED), "held_out": HELD_OUT,
+                "seconds": SECONDS}
+        out.mkdir(parents=True, exist_ok=True)
+        (out / META).write_text(json.dumps(meta, indent=1) + "\n")
+    links = draw(int(meta["links"]), int(meta["seed"]), recorded_pairs())
+    count = parallel if parallel is not None else labs_.auto_for(
+        [lk.rate_bps if not lk.trace else parse_link(*lk.tables()).downlink.effective_rate_bps for lk in links],
+        len(links))
+    numbers = [own, hidden_lab] if count <= 2 else labs_.pick_labs(count, given=[hidden_lab])
+    meta = {**meta, "labs": numbers, "hidden_lab": hidden_lab, "calibration_lab": own,
+            "both_roles": count >= 2}
+    return out, links, meta, numbers
+
+
+if __name__ == "__main__" and sys.argv[1:2] in (["hidden"], ["calibrate"]):
+    signals.terminate_as_interrupt()  # the coordinator stops a job with SIGTERM: its clean-up runs
+    try:
+        (_hidden_side if sys.argv[1] == "hidden" else _calibrate_side)(json.loads(sys.argv[2]))
+    except KeyboardInterrupt:
+        sys.exit(130)

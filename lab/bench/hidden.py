@@ -171,3 +171,18 @@ def markdown(scores: Sequence[Score], held_out: str) -> str:
                   f"bounds (median {MEDIAN_BOUND:.0%}, no link beyond {WORST_BOUND:.0%}; RTT median "
                   f"{MEDIAN_BOUND:.0%})."]
     return "\n".join(lines) + "\n"
+
+
+def markdown_doc(doc: dict[str, Any]) -> str:
+    """docs/benchmarks.md's block from a committed calibrate.json: how it was run, the table and the summary, and
+    the links not scored (a benchmark published before it finished says so)."""
+    scores = from_doc(doc)
+    labs = doc.get("labs")
+    how = (f"Seed {doc.get('seed')}, {doc.get('links', len(scores))} hidden links, budget {doc.get('budget')} "
+           f"candidates per search, measured senders {', '.join(doc.get('measured', []))}, held out "
+           f"{doc.get('held_out', '?')}"
+           + (f"; labs {', '.join(map(str, labs))}" if isinstance(labs, list) else "") + ".")
+    left = doc.get("not_done") or []
+    missing = f"\n\nNot scored (not finished): links {', '.join(map(str, left))}.\n" if left else ""
+    body = markdown(scores, str(doc.get("held_out", "?"))) if scores else "No link scored.\n"
+    return f"{how}\n\n{body}" + missing

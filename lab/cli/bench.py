@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from lab import config, lab, terminal
+from lab import config, lab, signals, terminal
 from lab.bench.host import MAX_STEAL_PCT, HostTiming
 from lab.errors import UsageError
 from lab.sizes import parse_size
@@ -40,6 +40,14 @@ def register(app: typer.Typer) -> None:
                                                             "(up, not this one).")] = None,
         seed: Annotated[int, typer.Option(help="calibrate: seed of the hidden links' draw.")] = 35,
         budget: Annotated[int, typer.Option(help="calibrate: candidate links per search.")] = 30,
+        parallel: Annotated[str, typer.Option(help="calibrate: labs at once: 1 (the hidden lab measures, this lab "
+                                                   "calibrates), N >= 2 (this lab, the hidden lab and N-2 free "
+                                                   "ones, each measuring and calibrating, never a link on the lab "
+                                                   "that measured it) or auto (quiclab sweep --parallel's rule over "
+                                                   "the hidden links' rates).")] = "1",
+        resume: Annotated[Path | None, typer.Option(help="calibrate: continue this benchmark folder (its own "
+                                                         "seed, links and budget): the links not scored yet.")]
+        = None,
     ) -> None:
         """Benchmark the link emulator, the per-run overhead, parallel labs, the start-up or the calibration
         (results/bench/; see docs/benchmarks.md, docs/calibrate.md)."""
@@ -53,7 +61,7 @@ def register(app: typer.Typer) -> None:
             _startup(sweeps)
             return
         if what == "calibrate":
-            _calibrate(links, hidden_lab, seed, budget)
+            _calibrate(links, hidden_lab, seed, budget, parallel, resume)
             return
         if what != "link":
             raise UsageError(f"unknown benchmark {what!r}: allowed are link, overhead, parallel, startup, "
@@ -181,8 +189,10 @@ def _startup(sweeps: int) -> None:
     terminal.success(f"written {out.relative_to(config.ROOT)}/startup.json")
 
 
-def _calibrate(links: int, hidden_lab: int | None, seed: int, budget: int) -> None:
+def _calibrate(links: int, hidden_lab: int | None, seed: int, budget: int, parallel: str,
+               resume: Path | None) -> None:
     from lab.bench import calibration, hidden  # numpy (the search): only when the benchmark runs
+    from lab.run import parallel as labs_
 
     if not 1 <= links <= 100:
         raise UsageError(f"invalid --links {links}: allowed is 1..100")
@@ -191,14 +201,42 @@ def _calibrate(links: int, hidden_lab: int | None, seed: int, budget: int) -> No
     if hidden_lab is None:
         raise UsageError("bench calibrate needs --hidden-lab N: another lab, up (QUICLAB_INSTANCE=N quiclab up), "
                          "that holds the hidden links")
+    count = labs_.parse(parallel)
+    if resume is not None:
+        if not resume.is_dir():
+            raise UsageError(f"invalid --resume {resume}: no such folder")
+        calibration.load_meta(resume)  # (exit 2 before the lab is touched)
     lab.require_up()
-    out = config.ROOT / "results" / "bench" / f"calibrate-{dt.datetime.now():%Y%m%d-%H%M%S}"
-    out.mkdir(parents=True, exist_ok=True)
-    terminal.info(f"{links} hidden links on lab {hidden_lab}, calibrated on lab {config.INSTANCE.number} "
-                  f"(budget {budget} candidates each) -> {out.relative_to(config.ROOT)}")
-    scores = calibration.run(links, seed, hidden_lab, budget, out, terminal.info)
-    m = hidden.summarize(scores)
+    signals.terminate_as_interrupt()  # SIGTERM stops the benchmark as Ctrl-C does (jobs stopped, labs taken down)
+    new = config.ROOT / "results" / "bench" / f"calibrate-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    out, drawn, meta, numbers = calibration.start(None if resume else new, resume, links, seed, budget, hidden_lab,
+                                                  count, labs_.labs_in_use())
+    both = bool(meta["both_roles"])
+    n, b = int(meta["links"]), int(meta["budget"])
+    left = n - len(calibration.read_scores(out, drawn))
+    est = calibration.estimate_s(left, len(numbers) if both else 1, b)
+    terminal.info(f"{n} hidden links ({left} to do), labs {', '.join(map(str, numbers))}: "
+                  + ("each measures hidden links and calibrates others'" if both else
+                     f"lab {hidden_lab} holds the hidden links, lab {config.INSTANCE.number} calibrates")
+                  + f"; budget {b} candidates each; about {est / 3600:.1f} h -> {_shown(out)}")
+    try:
+        done = calibration.run(out, drawn, meta, numbers, hidden_lab, both, set(labs_.labs_in_use()),
+                               terminal.info)
+    except KeyboardInterrupt:  # (raised again after the labs' clean-up)
+        done = None
+    for e in done.errors if done else []:
+        terminal.warning(e)
+    if done is None or done.interrupted or done.left:
+        scored = len(done.scores) if done else len(calibration.read_scores(out, drawn))
+        terminal.warning(f"{scored}/{n} links scored; continue with `uv run quiclab bench calibrate --hidden-lab "
+                         f"{hidden_lab} --parallel {parallel} --resume {_shown(out)}`")
+        raise typer.Exit(130 if done is None or done.interrupted else 2)
+    m = hidden.summarize(done.scores)
     (terminal.success if m.passed else terminal.warning)(
         f"held-out {calibration.HELD_OUT}: throughput error median {m.tput_median:.1%}, worst {m.tput_worst:.1%}; "
         f"p50 RTT error median {m.rtt_median:.1%}: {'passes' if m.passed else 'does not pass: ' + m.why}")
-    terminal.success(f"written {(out / calibration.RESULTS).relative_to(config.ROOT)} and {calibration.TABLE}")
+    terminal.success(f"written {_shown(out / calibration.RESULTS)} and {calibration.TABLE}")
+
+
+def _shown(p: Path) -> str:
+    return str(p.relative_to(config.ROOT)) if p.is_relative_to(config.ROOT) else str(p)

@@ -10,11 +10,13 @@ threshold as derived from that folder: lab/stats/cc_check.py); `provenance-all` 
 with the code and images it was made from (lab/results/publish.py's rule); `pairing-all`: what the paired
 verdicts changed on every committed folder (lab/docgen/pairing_table.py); `shapers-PRESET`: the same plan under
 linkem and netem (folders PRESET-linkem, PRESET-netem) judged side by side, each difference with its reason
-(lab/docgen/shapers.py).
+(lab/docgen/shapers.py); `traces-PRESET`: a sweep over recorded traces per trace x direction x size, medians,
+HTTP/3's verdicts and the trace's capacity (lab/docgen/traces.py).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from lab.errors import UsageError
@@ -26,7 +28,7 @@ from lab.results.schema import RunRecord
 from lab.stats import cc_check
 from lab.stats.stats import method_label, ratios, summarize
 
-KINDS = ("medians", "ratios", "cc", "verdicts", "threshold", "provenance", "pairing", "shapers")
+KINDS = ("medians", "ratios", "cc", "verdicts", "threshold", "provenance", "pairing", "shapers", "traces")
 
 
 def source_line(folder: Path, manifest: dict[str, object], records: list[RunRecord], rel: str) -> str:
@@ -67,7 +69,8 @@ def provenance(reference: Path) -> str:
     return head + md_table((["folder", "started", "commit", "source tree", "image IDs", "publishable today"], rows))
 
 
-def render(name: str, reference: Path) -> str:
+def render(name: str, reference: Path, doc: Path | None = None) -> str:
+    """The block `name`'s text; `doc` is the document it goes into (links to a folder's files are relative to it)."""
     kind, _, preset = name.partition("-")
     if kind not in KINDS or not preset:
         raise UsageError(f"generated block {name!r}: expected {', '.join(k + '-PRESET' for k in KINDS)}")
@@ -101,6 +104,11 @@ def render(name: str, reference: Path) -> str:
         return head + (f"Threshold: {t.note()}.\n" if t else "No honest Reno sender in this folder: no threshold.\n")
     if kind == "verdicts":
         return head + md_table(verdict_table(records)) + "\n"
+    if kind == "traces":
+        from lab.docgen import traces
+
+        link_from = Path(os.path.relpath(folder, doc.parent)).as_posix() if doc is not None else rel
+        return head + traces.section(folder, records, manifest, rel, link_from)
     table = stats_table(summarize(records)) if kind == "medians" else ratio_table(ratios(records))
     return head + md_table(table) + "\n"
 

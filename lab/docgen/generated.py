@@ -7,7 +7,7 @@
 - docs/explain.md: its worked examples' blocks `<!-- generated from SRC -->` (lab/explain/example.py);
 - docs/benchmarks.md (and the README's overhead sentence): the blocks `<!-- generated from SRC -->`, each a
   benchmark's committed json rendered by that benchmark's own `markdown` (lab/bench/parallel.py, startup.py,
-  overhead.py) or `sentence`;
+  overhead.py, hidden.py for calibrate.json) or `sentence`;
 - results/reference/PRESET/summary.md of every sweep folder (what `quiclab report` writes there): their statistics
   depend on more than their own runs.csv (the Reno check's threshold comes from validate-reno), so a re-run of one
   folder can change another's.
@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -42,11 +43,16 @@ def _benchmark(src: str, root: Path) -> str:
         return startup.markdown(startup.load(path))
     if path.name.startswith("overhead-") and path.suffix == ".json":
         return overhead.markdown(*overhead.load(path))
+    if path.name == "calibrate.json":
+        from lab.bench import hidden
+
+        return hidden.markdown_doc(json.loads(path.read_text(encoding="utf-8")))
     if path.name.startswith("overhead-") and (path / "overhead-10kB.json").is_file():  # the README's sentence
         small, large = (overhead.load(path / f"overhead-{size}.json") for size in ("10kB", "10MB"))
         return overhead.sentence(small[0], large[0], src)
     raise UsageError(f"docs/benchmarks.md: no benchmark renders {src!r} (allowed: a bench parallel's parallel.json, "
-                     "a bench startup's startup.json or a bench overhead's overhead-SIZE.json)")
+                     "a bench startup's startup.json, a bench overhead's overhead-SIZE.json or a bench calibrate's "
+                     "calibrate.json)")
 
 
 def _fill_benchmarks(text: str, root: Path) -> str:
@@ -74,7 +80,9 @@ def outputs(root: Path = config.ROOT) -> dict[Path, str]:
     for rel in ("README.md", "docs/results.md", "docs/link.md"):
         path = root / rel
         out[path] = _fill_benchmarks(
-            fill_blocks(path.read_text(encoding="utf-8"), lambda name: blocks.render(name, reference), path), root)
+            fill_blocks(path.read_text(encoding="utf-8"), lambda name, at=path: blocks.render(name, reference, at),
+                        path),
+            root)
     arch = root / "docs" / "architecture.md"
     out[arch] = fill_blocks(arch.read_text(encoding="utf-8"), lambda name: architecture.render(name, root / "lab"),
                             arch)

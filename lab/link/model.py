@@ -162,6 +162,12 @@ class Slot(_Strict):
     bytes: Annotated[int, Field(gt=0)] | None = None
 
 
+def trace_mean_bps(entries: int, period_ms: float) -> float:
+    """A mahimahi trace's mean rate: one 1500-byte delivery opportunity per entry, over its period (its last
+    timestamp, ms)."""
+    return entries * 1500 * 8 / (period_ms / 1000)
+
+
 class Direction(_Strict):
     rate_bps: Annotated[int, Field(gt=0, le=10**12)] | None = None
     delay_s: Seconds = 0.0
@@ -205,7 +211,7 @@ class Direction(_Strict):
     def effective_rate_bps(self) -> float | None:
         """The mean rate of whatever shapes this direction (trace > schedule > constant rate)."""
         if self.trace_ms:
-            return len(self.trace_ms) * 1500 * 8 / (self.trace_ms[-1] / 1000)
+            return trace_mean_bps(len(self.trace_ms), self.trace_ms[-1])
         if self.rate_schedule:
             return self.rate_schedule.mean_bps
         return self.rate_bps

@@ -144,8 +144,9 @@ def _end(c: Curve) -> float:
     return len(c.series.bytes) * c.series.bin_s
 
 
-def scenario_traces(manifest: Mapping[str, Any]) -> tuple[dict[int, list[int]], str]:
-    """Per point index its downlink trace, from the manifest's scenario; or {} and why not."""
+def scenario_traces(manifest: Mapping[str, Any], direction: str = "downlink") -> tuple[dict[int, list[int]], str]:
+    """Per point index its trace in `direction` ("downlink", "uplink"), read again from the manifest's scenario (the
+    files it names); or {} and why not."""
     scenario = manifest.get("scenario")
     if not isinstance(scenario, dict):
         return {}, "the manifest holds no scenario to read the trace from"
@@ -153,10 +154,15 @@ def scenario_traces(manifest: Mapping[str, Any]) -> tuple[dict[int, list[int]], 
         s = validate(dict(scenario), "the manifest's scenario")
     except UsageError as e:
         return {}, str(e)
-    return {p.index: p.link.downlink.trace_ms for p in points(s) if p.link.downlink.trace_ms}, ""
+    out = {}
+    for p in points(s):
+        t = getattr(p.link, direction).trace_ms
+        if t:
+            out[p.index] = t
+    return out, ""
 
 
-def _digest(trace_ms: Sequence[int]) -> str:
+def digest(trace_ms: Sequence[int]) -> str:
     return hashlib.sha256("".join(f"{t}\n" for t in trace_ms).encode()).hexdigest()
 
 
@@ -176,7 +182,7 @@ def make_trace_plots(records: Sequence[RunRecord], manifest: Manifest | Mapping[
         curves = [Curve(r.protocol, r.repeat, d) for r in rs if r.status == "ok" and (d := parse(r.delivered))]
         trace, note = traces.get(p), why
         recorded = downlink_trace(rs[0]) or {}
-        if trace is not None and _digest(trace) != recorded.get("sha256"):
+        if trace is not None and digest(trace) != recorded.get("sha256"):
             trace, note = None, "the trace file differs now from the one the runs used (SHA-256)"
         elif trace is None and not note:
             note = "the scenario has no trace at this point now"

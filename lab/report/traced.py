@@ -13,13 +13,19 @@ from lab.results.schema import RunRecord
 PREFIX = "trace-"
 
 
-def downlink_trace(record: RunRecord) -> dict[str, Any] | None:
-    """The record's downlink trace as its run kept it ({entries, period_ms, sha256}), or None (no trace)."""
+def trace_of(record: RunRecord, direction: str = "downlink") -> dict[str, Any] | None:
+    """The record's trace in one direction ("downlink", "uplink") as its run kept it ({entries, period_ms,
+    sha256}), or None (no trace)."""
     try:
-        t = json.loads(record.link)["downlink"].get("trace_ms") if record.link else None
+        t = json.loads(record.link)[direction].get("trace_ms") if record.link else None
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
     return t if isinstance(t, dict) else None
+
+
+def downlink_trace(record: RunRecord) -> dict[str, Any] | None:
+    """The record's downlink trace as its run kept it (trace_of)."""
+    return trace_of(record, "downlink")
 
 
 def trace_points(records: Sequence[RunRecord]) -> list[int]:

@@ -17,7 +17,11 @@ groups), at least 1 (an unlimited rate: 1): the emulator's and endpoints' CPU co
 links share a core well and fast ones do not. The budget, 50 Mbit/s per core, is measured: the survey-delay preset
 (33.6 MB at 40 Mbit/s, nginx 1.26 HTTP/3 and HTTP/1.1) on 4 labs of this 2-core host had 33 of its 35 HTTP/3 runs
 flagged host-bound (QUIC ~10 % slower), on 2 labs none (2026-11-24; results/reference/survey-delay). At most
-min(MAX_LABS, 4 x cores) labs run on one host."""
+min(MAX_LABS, 4 x cores) labs run on one host.
+
+The labs' threads, their bring-up, tear-down and Ctrl-C (`over_labs`), the choice of lab numbers (`pick_labs`) and
+`auto`'s rule (`auto_for`) serve other work over parallel labs too: the calibration benchmark's links
+(lab/bench/calibration.py)."""
 
 from __future__ import annotations
 
@@ -30,10 +34,10 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from lab import config, docker, instance, lab, lock, optional, signals
 from lab.endpoints.registry import registry
@@ -70,13 +74,18 @@ def parse(text: str) -> int | None:
 
 def auto(runs: list[PlannedRun], cores: int | None = None) -> int:
     """The number of labs `--parallel auto` uses for these runs (the rule is in the module's docstring)."""
+    return auto_for([r.link().downlink.effective_rate_bps for r in runs], len(groups(runs)), cores)
+
+
+def auto_for(rates: Sequence[float | None], units: int, cores: int | None = None) -> int:
+    """`--parallel auto`'s rule for any work spread over labs: the links' rates (None: unlimited) and the number of
+    units a lab takes whole (a sweep's (point, repeat) groups, a benchmark's links)."""
     cores = cores or os.cpu_count() or 1
-    rates = [r.link().downlink.effective_rate_bps for r in runs]
-    if not runs or any(rate is None for rate in rates):
+    if not rates or any(rate is None for rate in rates):
         return 1
     top = max(rate for rate in rates if rate is not None)
     by_rate = int(cores * AUTO_BUDGET_BPS // top) if top else 1
-    return max(1, min(2 * cores, by_rate, len(groups(runs)), host_limit(cores)))
+    return max(1, min(2 * cores, by_rate, units, host_limit(cores)))
 
 
 def labs_in_use() -> set[int]:
@@ -90,22 +99,24 @@ def labs_in_use() -> set[int]:
     return used
 
 
-def pick_labs(n: int) -> list[int]:
-    """This process's lab first, then n-1 free lab numbers; exit 2 when the host has not that many free, and
-    LabBusy (one line) when this process's own lab is held by another command: said before any lab is brought
-    up, not as a worker's error mid-sweep (the sweep's other labs would carry it alone)."""
+def pick_labs(n: int, given: Sequence[int] = ()) -> list[int]:
+    """This process's lab first, then the labs `given` (up already, e.g. a benchmark's hidden lab), then free lab
+    numbers up to n; exit 2 when the host has not that many free, and LabBusy (one line) when this process's own
+    lab is held by another command: said before any lab is brought up, not as a worker's error mid-sweep (the
+    sweep's other labs would carry it alone)."""
     own = config.INSTANCE.number
     if (who := lock.holder()) is not None:
         raise lock.LabBusy(f"{lock.busy_message(who)}; or run this sweep from another lab "
                            f"({config.ENV_INSTANCE}=N, N free: not in {sorted(labs_in_use())})")
-    free = [k for k in range(MAX_LABS) if k != own and k not in labs_in_use()]
-    if len(free) < n - 1:
-        raise UsageError(f"invalid --parallel {n}: only {len(free) + 1} labs can run here now (lab numbers in use: "
-                         f"{sorted(labs_in_use())}; lab numbers are 0..{MAX_LABS - 1})")
-    return [own, *free[: n - 1]]
+    given = [k for k in dict.fromkeys(given) if k != own]
+    free = [k for k in range(MAX_LABS) if k != own and k not in given and k not in labs_in_use()]
+    if len(free) < n - 1 - len(given):
+        raise UsageError(f"invalid --parallel {n}: only {len(free) + 1 + len(given)} labs can run here now (lab "
+                         f"numbers in use: {sorted(labs_in_use())}; lab numbers are 0..{MAX_LABS - 1})")
+    return [own, *given, *free[: max(0, n - 1 - len(given))]]
 
 
-def _env(k: int) -> dict[str, str]:
+def lab_env(k: int) -> dict[str, str]:
     # every lab gets this process's settings (forwarding, tag, ...); Grafana only for the sweep's own lab
     env = {**os.environ, config.ENV_INSTANCE: instance.Instance(k).tag}
     if k != config.INSTANCE.number:
@@ -113,7 +124,7 @@ def _env(k: int) -> dict[str, str]:
     return env
 
 
-def _quiclab(*args: str) -> list[str]:
+def quiclab_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "lab", *args]
 
 
@@ -189,7 +200,7 @@ def worker(folder: Path) -> int:
 # --- the coordinator ---------------------------------------------------------------------------------------------
 
 @dataclass
-class _Lab:
+class LabSlot:
     number: int
     logs: Path
     proc: subprocess.Popen[str] | None = None
@@ -252,10 +263,24 @@ class _Shared:
             return not self.queue and self.in_flight == 0 and self.more is None
 
 
-def _bring_up(lab_: _Lab, shared: _Shared) -> bool:
+class Pool(Protocol):
+    """What the labs' threads share (over_labs): a sweep's queue of groups (_Shared), or another user's work (the
+    calibration benchmark's links, lab/bench/calibration.py)."""
+
+    stopping: threading.Event  # set on Ctrl-C: no lab takes more work
+    parts: tuple[str, ...]  # the optional parts of the lab the work needs (an extra lab starts only those)
+
+    @property
+    def drained(self) -> bool:
+        """Nothing left to hand out or in flight: a lab still coming up gets no work."""
+        ...
+
+
+def _bring_up(lab_: LabSlot, shared: Pool) -> bool:
     """`quiclab up` of an extra lab; given up (killed; the tear-down removes what it made) once no work is left."""
     with (lab_.logs / f"lab{lab_.number}-up.log").open("w") as log:
-        lab_.up = subprocess.Popen(_quiclab("up", "--parts", ",".join(shared.parts) or "none"), env=_env(lab_.number),
+        lab_.up = subprocess.Popen(quiclab_argv("up", "--parts", ",".join(shared.parts) or "none"),
+                                   env=lab_env(lab_.number),
                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
     deadline = time.monotonic() + config.deadline(UP_TIMEOUT_S)
@@ -274,24 +299,56 @@ def _bring_up(lab_: _Lab, shared: _Shared) -> bool:
     return True
 
 
-def _drive(lab_: _Lab, folder: Path, shared: _Shared, t0: float, bring_up: bool) -> None:
-    """One lab's thread: bring it up if needed, start its worker, feed it groups until the queue is empty; an
-    extra lab is taken down as soon as it has no more work (while the others finish theirs)."""
+def _drive(lab_: LabSlot, shared: Pool, work: Callable[[LabSlot], None], bring_up: bool) -> None:
+    """One lab's thread: bring it up if needed, then its work (unless none is left); an extra lab is taken down as
+    soon as its work is over (while the others finish theirs)."""
     try:
-        _work(lab_, folder, shared, t0, bring_up)
+        if bring_up and (shared.stopping.is_set() or not _bring_up(lab_, shared)):
+            return
+        if shared.stopping.is_set() or shared.drained:
+            return
+        work(lab_)
     finally:
         if bring_up and not shared.stopping.is_set():
             problems = _take_down([lab_])
             lab_.down, lab_.down_problem = True, "; ".join(problems)
 
 
-def _work(lab_: _Lab, folder: Path, shared: _Shared, t0: float, bring_up: bool) -> None:
-    if bring_up and (shared.stopping.is_set() or not _bring_up(lab_, shared)):
-        return
-    if shared.stopping.is_set() or shared.drained:
-        return
+def over_labs(labs: list[LabSlot], shared: Pool, work: Callable[[LabSlot], None],
+              up: Collection[int]) -> tuple[bool, list[str]]:
+    """work(lab) on every lab at once, each in its thread; the labs not in `up` are brought up first (given up once
+    no work is left) and taken down as soon as their work is over, and in any case before this returns. A lab's
+    work runs its lab's process as `lab.proc` (started in a new session). Ctrl-C (or SIGTERM): `shared.stopping`
+    is set, every lab's process gets SIGTERM (its own clean-up runs), the threads are joined. Returns (interrupted,
+    the tear-down's problems)."""
+    threads = [threading.Thread(target=_drive, args=(lab_, shared, work, lab_.number not in up), daemon=True)
+               for lab_ in labs]
+    interrupted = False
+    try:
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(timeout=0.2)
+    except KeyboardInterrupt:
+        interrupted = True
+        with signals.held_signals():
+            shared.stopping.set()
+            _stop_workers(labs)
+            for t in threads:
+                t.join(timeout=config.deadline(120))
+    finally:
+        with signals.held_signals():  # every lab brought up here is taken down, whatever arrives meanwhile
+            problems = _take_down([lab_ for lab_ in labs if lab_.number not in up and not lab_.down])
+            problems += [lab_.down_problem for lab_ in labs if lab_.down_problem]
+    return interrupted, problems
+
+
+def _work(lab_: LabSlot, folder: Path, shared: _Shared, t0: float) -> None:
+    """A sweep's lab: start its worker, feed it groups until the queue is empty."""
     with (lab_.logs / f"lab{lab_.number}-worker.log").open("w") as log:
-        proc = subprocess.Popen(_quiclab("sweep-worker", str(folder)), env=_env(lab_.number), stdin=subprocess.PIPE,
+        proc = subprocess.Popen(quiclab_argv("sweep-worker", str(folder)), env=lab_env(lab_.number),
+                                stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
     lab_.proc = proc
     assert proc.stdin is not None and proc.stdout is not None
@@ -359,16 +416,17 @@ def _read(stream: IO[str]) -> dict[str, Any]:
         return {"finish": "gone", "error": f"unreadable worker output: {line[:120]!r}"}
 
 
-def _stop_workers(labs: list[_Lab]) -> None:
+def _stop_workers(labs: list[LabSlot]) -> None:
     for lab_ in labs:
         if lab_.proc is not None and lab_.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(lab_.proc.pid, signal.SIGTERM)
 
 
-def _take_down(labs: list[_Lab]) -> list[str]:
+def _take_down(labs: list[LabSlot]) -> list[str]:
     """`quiclab down` of the labs this sweep brought up, side by side; returns what failed (one line each)."""
-    procs = [(lab_, subprocess.Popen(_quiclab("down"), env=_env(lab_.number), stdin=subprocess.DEVNULL,
+    procs = [(lab_, subprocess.Popen(quiclab_argv("down"), env=lab_env(lab_.number),
+                                     stdin=subprocess.DEVNULL,
                                      stdout=(lab_.logs / f"lab{lab_.number}-down.log").open("w"),
                                      stderr=subprocess.STDOUT, start_new_session=True)) for lab_ in labs]
     failed = []
@@ -408,29 +466,10 @@ def run(folder: Path, s: Scenario, todo: list[PlannedRun], numbers: list[int], c
     outcome is "interrupted"; a group not finished is not recorded."""
     logs = folder / "labs"
     logs.mkdir(exist_ok=True)
-    labs = [_Lab(k, logs) for k in numbers]
+    labs = [LabSlot(k, logs) for k in numbers]
     shared = _Shared(_queue(todo), calls, parts=_parts(s), more=more)
     t0 = time.monotonic()
-    threads = [threading.Thread(target=_drive, args=(lab_, folder, shared, t0, i > 0), daemon=True)
-               for i, lab_ in enumerate(labs)]
-    interrupted = False
-    try:
-        for t in threads:
-            t.start()
-        while any(t.is_alive() for t in threads):
-            for t in threads:
-                t.join(timeout=0.2)
-    except KeyboardInterrupt:
-        interrupted = True
-        with signals.held_signals():
-            shared.stopping.set()
-            _stop_workers(labs)
-            for t in threads:
-                t.join(timeout=config.deadline(120))
-    finally:
-        with signals.held_signals():  # every lab this sweep brought up is taken down, whatever arrives meanwhile
-            problems = _take_down([lab_ for lab_ in labs[1:] if not lab_.down])
-            problems += [lab_.down_problem for lab_ in labs if lab_.down_problem]
+    interrupted, problems = over_labs(labs, shared, lambda lab_: _work(lab_, folder, shared, t0), {numbers[0]})
     errors = [f"lab {lab_.number}: {lab_.error}" for lab_ in labs if lab_.error]
     left = sum(len(g) for g in shared.queue)
     outcome: runner.Outcome = "interrupted" if interrupted else "environment" if left else "complete"

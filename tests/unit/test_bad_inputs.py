@@ -265,6 +265,12 @@ CASES = [
          files={"old/manifest.json": '{"scenario": {"name": "s"}}'}),
     scen("matrix-link", SCENARIO + "matrix = 'moon'\n", "'moon'"),
     scen("tcp-pairs", SCENARIO + "tcp_pairs = ['curl>caddy']\n", "'curl>caddy'"),
+    case("bench-calibrate-parallel", "bench", "calibrate", "--hidden-lab", "1", "--parallel", "many",
+         needle="--parallel 'many'"),
+    case("bench-calibrate-resume", "bench", "calibrate", "--hidden-lab", "1", "--resume", "nothere",
+         needle="--resume nothere"),
+    case("bench-calibrate-resume-not-a-benchmark", "bench", "calibrate", "--hidden-lab", "1", "--resume", "f",
+         needle="--resume f", files={"f/": ""}),
 ]
 
 

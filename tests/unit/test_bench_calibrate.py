@@ -12,7 +12,7 @@ import pytest
 
 from lab import config
 from lab.bench import hidden
-from lab.bench.calibration import run
+from lab.bench.calibration import check_labs
 from lab.bench.hidden import HiddenLink, Score, draw, summarize
 from lab.errors import UsageError
 from lab.link.spec import parse_link
@@ -86,6 +86,28 @@ def test_the_results_read_back_and_their_table_lists_every_link() -> None:
     assert "does not pass" in md.splitlines()[-1]
 
 
-def test_the_hidden_lab_must_be_another_lab(tmp_path: Path) -> None:
+def test_the_hidden_lab_must_be_another_lab_and_up() -> None:
+    own = config.INSTANCE.number
     with pytest.raises(UsageError, match="must be another lab than this one"):
-        run(2, 1, config.INSTANCE.number, 10, tmp_path, lambda _s: None)
+        check_labs(own, own, {own})
+    with pytest.raises(UsageError, match=f"invalid --hidden-lab {own + 1}: lab {own + 1} is not up"):
+        check_labs(own, own + 1, {own})
+    check_labs(own, own + 1, {own, own + 1})
+
+
+def test_the_docs_render_a_committed_calibrate_json_with_every_link_and_what_is_not_done(tmp_path: Path) -> None:
+    from lab.docgen import generated
+
+    scores = [_score(10e6, 9.5e6), _score(10e6, 10.4e6)]
+    doc = {**hidden.to_doc(scores, {"seed": 35, "links": 3, "budget": 30, "measured": ["cubic", "bbr"],
+                                    "held_out": "reno", "labs": [1, 2]}), "not_done": [2]}
+    (tmp_path / "cal").mkdir()
+    (tmp_path / "cal" / "calibrate.json").write_text(json.dumps(doc))
+    text = generated._fill_benchmarks("<!-- generated from cal/calibrate.json -->\nold\n<!-- end generated -->\n",
+                                      tmp_path)
+    assert text.startswith("<!-- generated from cal/calibrate.json -->\nSeed 35, 3 hidden links, budget 30 candidates "
+                           "per search, measured senders cubic, bbr, held out reno; labs 1, 2.\n")
+    rows = [ln for ln in text.splitlines() if ln.startswith("| 0 |")]
+    assert len(rows) == 2 and "| 10.00 / 9.50 | 5.0% |" in rows[0] and "| 10.00 / 10.40 | 4.0% |" in rows[1]
+    assert "throughput error median 4.5%, worst 5.0%" in text  # the median of 5 % and 4 %
+    assert "Not scored (not finished): links 2." in text and "old" not in text
