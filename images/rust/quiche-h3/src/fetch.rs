@@ -103,14 +103,14 @@ impl Fetch {
             return Outcome::Failed("no random bytes for a connection ID".into());
         }
         let scid = quiche::ConnectionId::from_ref(&scid);
-        let mut conn = match quiche::connect(Some(&first.host), &scid, local, peer, config) {
+        let mut conn = match quiche::connect(Some(first.host.as_str()), &scid, local, peer, config) {
             Ok(c) => c,
             Err(e) => return Outcome::Connect(format!("quiche connect: {e}")),
         };
         if let Some(keys) = evidence::key_log() {
             conn.set_keylog(Box::new(keys));
         }
-        if let Some(file) = evidence::qlog_file(&hex::encode(scid.as_ref()), "client") {
+        if let Some(file) = evidence::qlog_file(&hex::encode(&scid[..]), "client") {
             conn.set_qlog(Box::new(std::io::BufWriter::new(file)), "quiclab-quiche fetch".into(), crate::version());
         }
         let h3_config = match h3::Config::new() {

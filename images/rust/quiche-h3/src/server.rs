@@ -126,7 +126,7 @@ fn install_stop_handler() {
 fn find_or_accept(clients: &mut HashMap<Vec<u8>, Client>, packet: &mut [u8], from: SocketAddr, local: SocketAddr,
                   socket: &UdpSocket, config: &mut quiche::Config, cid_key: &ring::hmac::Key) -> Option<Vec<u8>> {
     let hdr = quiche::Header::from_slice(packet, quiche::MAX_CONN_ID_LEN).ok()?;
-    if clients.contains_key(hdr.dcid.as_ref()) {
+    if clients.contains_key(&hdr.dcid[..]) {
         return Some(hdr.dcid.to_vec());
     }
     let tag = ring::hmac::sign(cid_key, &hdr.dcid);
@@ -155,7 +155,7 @@ fn find_or_accept(clients: &mut HashMap<Vec<u8>, Client>, packet: &mut [u8], fro
     if let Some(keys) = evidence::key_log() {
         conn.set_keylog(Box::new(keys));
     }
-    if let Some(file) = evidence::qlog_file(&hex::encode(hdr.dcid.as_ref()), "server") {
+    if let Some(file) = evidence::qlog_file(&hex::encode(&hdr.dcid[..]), "server") {
         conn.set_qlog(Box::new(std::io::BufWriter::new(file)), "quiclab-quiche server".into(),
                       crate::version());
     }
@@ -210,9 +210,8 @@ fn response_headers(status: u16, length: usize, content_type: Option<&str>) -> V
 
 fn answer(conn: &mut quiche::Connection, h3c: &mut h3::Connection, partial: &mut HashMap<u64, Partial>,
           stream_id: u64, request: &[h3::Header]) {
-    let field = |name: &[u8]| request.iter().find(|h| h.name() == name).map(|h| String::from_utf8_lossy(h.value()));
-    let method = field(b":method").unwrap_or_default();
-    let path = field(b":path").unwrap_or_default();
+    let method = field(request, b":method");
+    let path = field(request, b":path");
     let (status, body, content_type) = match route(&method, &path) {
         Route::Health => (204, None, None),
         Route::MethodNotAllowed => (405, None, None),
@@ -256,6 +255,11 @@ fn resume(conn: &mut quiche::Connection, h3c: &mut h3::Connection, partial: &mut
         }
     }
     partial.remove(&stream_id);
+}
+
+/// A request's header field as text ("" when absent).
+fn field(request: &[h3::Header], name: &[u8]) -> String {
+    request.iter().find(|h| h.name() == name).map_or_else(String::new, |h| String::from_utf8_lossy(h.value()).into_owned())
 }
 
 /// A regular file's bytes, or None.

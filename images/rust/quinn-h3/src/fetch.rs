@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::{Buf, Bytes};
+use bytes::Buf;
 use quiclab_h3_common::contract::{self, FetchArgs};
 use quiclab_h3_common::report::{self, BodyDigest, Outcome, Timings, Transfer};
 
@@ -116,8 +116,9 @@ async fn session(args: &FetchArgs, crypto: quinn::crypto::rustls::QuicClientConf
         let mut digest = BodyDigest::default();
         while let Some(mut chunk) = stream.recv_data().await.map_err(failed)? {
             while chunk.has_remaining() {
-                let part: Bytes = chunk.copy_to_bytes(chunk.chunk().len());
-                digest.update(&part);
+                let n = chunk.chunk().len();
+                digest.update(chunk.chunk());
+                chunk.advance(n);
             }
         }
         let (size, sha256) = digest.finish();

@@ -56,6 +56,8 @@ pub async fn run(cc: &str) -> i32 {
         }
     };
     eprintln!("quiclab-quinn server: {} on {port}/udp, congestion control {name}", crate::version());
+    let stop = stop();
+    tokio::pin!(stop);
     loop {
         tokio::select! {
             incoming = endpoint.accept() => {
@@ -68,7 +70,7 @@ pub async fn run(cc: &str) -> i32 {
                     Err(e) => eprintln!("quiclab-quinn server: {e}"),
                 }
             }
-            _ = stop() => break,
+            _ = &mut stop => break,
         }
     }
     endpoint.close(0u32.into(), b"bye");

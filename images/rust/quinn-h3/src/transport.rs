@@ -45,7 +45,8 @@ pub fn config(algorithm: Algorithm, qlog: Option<(&str, &str)>) -> TransportConf
     t.send_window(WINDOW * 3 / 2);
     if let Some((file, role)) = qlog.and_then(|(id, role)| Some((evidence::qlog_file(id, role)?, role))) {
         let mut q = quinn::QlogConfig::default();
-        q.writer(Box::new(std::io::BufWriter::new(file)))
+        // unbuffered: the process exits without dropping the runtime, so nothing may wait in a buffer
+        q.writer(Box::new(file))
             .title(Some(format!("quiclab-quinn {role}")));
         t.qlog_stream(q.into_stream());
     }
