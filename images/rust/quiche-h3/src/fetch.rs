@@ -111,7 +111,7 @@ impl Fetch {
             conn.set_keylog(Box::new(keys));
         }
         if let Some(file) = evidence::qlog_file(&hex::encode(&scid[..]), "client") {
-            conn.set_qlog(Box::new(std::io::BufWriter::new(file)), "quiclab-quiche fetch".into(), crate::version());
+            conn.set_qlog(Box::new(file), "quiclab-quiche fetch".into(), crate::version());
         }
         let h3_config = match h3::Config::new() {
             Ok(c) => c,

@@ -155,8 +155,9 @@ fn find_or_accept(clients: &mut HashMap<Vec<u8>, Client>, packet: &mut [u8], fro
     if let Some(keys) = evidence::key_log() {
         conn.set_keylog(Box::new(keys));
     }
+    // unbuffered: what a connection logged is on disk while it lives (the lab collects a running instance's files)
     if let Some(file) = evidence::qlog_file(&hex::encode(&hdr.dcid[..]), "server") {
-        conn.set_qlog(Box::new(std::io::BufWriter::new(file)), "quiclab-quiche server".into(),
+        conn.set_qlog(Box::new(file), "quiclab-quiche server".into(),
                       crate::version());
     }
     clients.insert(id.clone(), Client { conn, h3: None, partial: HashMap::new(), held: None });
