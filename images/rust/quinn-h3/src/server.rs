@@ -169,5 +169,5 @@ async fn answer(req: Request<()>, mut stream: Stream) -> Result<(), Box<dyn std:
 async fn open(path: &Path) -> Option<(tokio::fs::File, u64)> {
     let f = tokio::fs::File::open(path).await.ok()?;
     let meta = f.metadata().await.ok()?;
-    meta.is_file().then(|| (f, meta.len()))
+    meta.is_file().then_some((f, meta.len()))
 }
