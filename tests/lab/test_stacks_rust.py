@@ -62,7 +62,8 @@ def test_the_client_writes_its_key_log_and_qlog(stack):
     qlogs = in_container(container, "ls", env["QLOGDIR"]).split()
     assert len(qlogs) == 1 and qlogs[0].endswith("_client.sqlog"), qlogs
     head = in_container(container, "head", "-c", "2000", f"{env['QLOGDIR']}/{qlogs[0]}")
-    assert '"qlog_format":"JSON-SEQ"' in head.replace(" ", ""), head[:300]
+    # quinn's qlog 0.15 says "qlog_format", quiche's qlog 0.18 "serialization_format": both JSON-SEQ
+    assert '"JSON-SEQ"' in head, head[:300]
 
 
 def test_the_version_is_read_from_the_binary_and_the_servers_congestion_control_read_back(stack):
