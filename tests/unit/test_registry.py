@@ -42,8 +42,10 @@ def one_line_error(data: dict) -> str:
 
 def test_the_registry_loads_with_the_issue_matrix():
     reg = load()
-    assert reg.names("client") == ["curl", "gtlsclient", "curl-sid", "chromium", "aioquic-client", "quic-go-client"]
-    assert reg.names("server") == ["nginx", "ngtcp2", "caddy", "nginx-sid", "haproxy", "aioquic", "quic-go"]
+    assert reg.names("client") == ["curl", "gtlsclient", "curl-sid", "chromium", "aioquic-client", "quic-go-client",
+                                    "quinn-client", "quiche-client"]
+    assert reg.names("server") == ["nginx", "ngtcp2", "caddy", "nginx-sid", "haproxy", "aioquic", "quic-go",
+                                    "quinn", "quiche"]
     assert reg.client("curl").protocols == frozenset(Protocol)
     assert reg.client("gtlsclient").protocols == {Protocol.H3}
     assert reg.server("ngtcp2").protocols == {Protocol.H3}
@@ -115,11 +117,12 @@ def test_a_registry_file_that_is_not_toml_is_a_usage_error(tmp_path):
 
 
 def test_unknown_names_list_the_allowed_ones():
-    allowed = r"allowed are curl, gtlsclient, curl-sid, chromium, aioquic-client, quic-go-client$"
-    with pytest.raises(UsageError, match=r"unknown client 'quiche': " + allowed):
-        get_client("quiche")
+    allowed = (r"allowed are curl, gtlsclient, curl-sid, chromium, aioquic-client, quic-go-client, "
+               r"quinn-client, quiche-client$")
+    with pytest.raises(UsageError, match=r"unknown client 'lsquic': " + allowed):
+        get_client("lsquic")
     with pytest.raises(UsageError, match=r"unknown server 'curl': allowed are nginx, ngtcp2, caddy, nginx-sid, "
-                                         r"haproxy, aioquic, quic-go$"):
+                                         r"haproxy, aioquic, quic-go, quinn, quiche$"):
         check_server("curl")
 
 
@@ -128,7 +131,7 @@ def test_unstables_implementations_are_named_by_what_they_are_and_their_old_name
     reg = registry()
     assert reg.server("nginx-1.30").name == "nginx-sid" and reg.client("curl-8.23").name == "curl-sid"
     assert reg.canonical("nginx-1.30") == "nginx-sid" and reg.canonical("nginx") == "nginx"
-    assert reg.canonical("quiche") == "quiche"
+    assert reg.canonical("quiche") == "quiche" and reg.canonical("lsquic") == "lsquic"
     with pytest.raises(UsageError, match=r"unknown client 'nginx-1\.30'"):
         reg.client("nginx-1.30")  # an alias keeps its role
     data = tomllib.loads(REGISTRY_FILE.read_text())

@@ -88,18 +88,21 @@ def test_the_default_build_and_up_leave_the_on_demand_parts_alone(monkeypatch: p
 
 
 @pytest.mark.parametrize(("args", "line"), [
-    (["run", "--server", "quiche", "-p", "h3"],
-     "unknown server 'quiche': allowed are nginx, ngtcp2, caddy, nginx-sid, haproxy, aioquic, quic-go"),
-    (["build", "--parts", "quiche"], "invalid --parts 'quiche'")])
+    (["run", "--server", "lsquic", "-p", "h3"],
+     "unknown server 'lsquic': allowed are nginx, ngtcp2, caddy, nginx-sid, haproxy, aioquic, quic-go, quinn, quiche"),
+    (["build", "--parts", "lsquic"], "invalid --parts 'lsquic'")])
 def test_an_unknown_stack_name_is_one_line_and_exit_2(args, line):
     r = subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True, text=True, timeout=60, check=False,
                        env={**os.environ, "QUICLAB_INSTANCE": "9"})  # never the default lab, should it get that far
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and line in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize(("client", "fetch", "cc"), [("aioquic-client", "quiclab-aioquic-fetch", "CC=reno"),
-                                                      ("quic-go-client", "quiclab-quicgo-fetch", None)])
-def test_the_new_clients_follow_the_contract(client, fetch, cc):
+@pytest.mark.parametrize(("client", "fetch", "cc", "other"), [
+    ("aioquic-client", "quiclab-aioquic-fetch", "CC=reno", "cubic"),
+    ("quic-go-client", "quiclab-quicgo-fetch", None, ""),
+    ("quinn-client", "quiclab-quinn-fetch", "CC=cubic", "bbr"),
+    ("quiche-client", "quiclab-quiche-fetch", "CC=cubic", "bbr2")])
+def test_the_new_clients_follow_the_contract(client, fetch, cc, other):
     req = TransferRequest(protocol=Protocol.H3, size=5, url="https://haproxy.quiclab/obj/5", timeout_s=60,
                           env={"QLOGDIR": "/tmp/q"})
     cmd = get_client(client).command(req)
@@ -109,7 +112,7 @@ def test_the_new_clients_follow_the_contract(client, fetch, cc):
     # only a client that can choose gets CC: its default, or the run's choice
     assert (cc in cmd) if cc else not any(a.startswith("CC=") for a in cmd)
     if cc:
-        assert "CC=cubic" in get_client(client).command(req.model_copy(update={"cc": "cubic"}))
+        assert f"CC={other}" in get_client(client).command(req.model_copy(update={"cc": other}))
     line = ('{"exit":0,"sha256":"' + "ab" * 32 + '","curl":{"http_version":"3","size_download":5,"time_total":0.5,'
             '"time_appconnect":0.1,"time_starttransfer":0.2,"errormsg":""},"udp_rcvbuf_errors":0}')
     r = get_client(client).parse(line)
