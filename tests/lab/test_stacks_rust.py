@@ -34,7 +34,7 @@ class Stack:
 
 
 STACKS = {"quinn": Stack("quinn", "quinn-client", "quinn 0.11.", "bbr"),
-          "quiche": Stack("quiche", "quiche-client", "quiche 0.30.", "bbr2")}
+          "quiche": Stack("quiche", "quiche-client", "quiche 0.30.", "bbr")}  # its BBRv2
 
 
 @pytest.fixture(params=list(STACKS))
