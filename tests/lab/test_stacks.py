@@ -162,6 +162,12 @@ def test_the_new_clients_fetch_n_objects_on_one_connection(clean_link, client, s
     """URL may name N objects: fetched in turn on one connection, each one's size and SHA-256 reported and checked
     here against the server's objects; the line's total is their sum."""
     started([client], [server])
+    fetches_n_objects(client, server)
+
+
+def fetches_n_objects(client: str, server: str) -> None:
+    """The client fetches three objects named in one URL over one HTTP/3 connection: each one's size, SHA-256 (the
+    server's objects) and status, and the line's total, checked."""
     sizes = [10_000, 100_000, 1_000_000]
     expected = [objects.ensure(n) for n in sizes]
     adapter, target = get_client(client), registry().server(server)

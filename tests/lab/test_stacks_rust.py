@@ -15,12 +15,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from lab import objects
 from lab.endpoints import get_client
 from lab.endpoints.registry import registry
 from lab.protocols import Protocol
 from lab.run import environment
-from tests.lab.test_stacks import in_container, started, verified
+from tests.lab.test_stacks import fetches_n_objects, in_container, started, verified
 
 pytestmark = pytest.mark.lab
 
@@ -92,16 +91,7 @@ def test_the_client_refuses_a_certificate_for_another_name(stack):
 
 
 def test_the_client_fetches_n_objects_on_one_connection(stack):
-    sizes = [10_000, 100_000, 1_000_000]
-    expected = [objects.ensure(n) for n in sizes]
-    adapter, target = get_client(stack.client), registry().server(stack.server)
-    urls = " ".join(target.url(objects.path_for(n)) for n in sizes)
-    argv = ["env", "PROTOCOL=h3", f"URL={urls}", "TIMEOUT=60", f"HOST_ADDR={target.address}", adapter.processes[0]]
-    doc = json.loads(in_container(adapter.container, *argv).strip().splitlines()[-1])
-    assert doc["exit"] == 0 and doc["curl"]["http_version"] == "3", doc
-    assert [(t["size"], t["sha256"], t["status"]) for t in doc["transfers"]] == [
-        (n, sha, 200) for n, sha in zip(sizes, expected, strict=True)]
-    assert doc["curl"]["size_download"] == sum(sizes)
+    fetches_n_objects(stack.client, stack.server)
 
 
 def test_the_server_answers_404_and_the_client_fails_without_h3(stack):
