@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -52,6 +51,7 @@ from lab.errors import EnvironmentProblem, UsageError
 from lab.link import shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link, recorded_pairs
+from lab.results.folder import place_dir, write_atomic
 from lab.run import calibration
 from lab.run import parallel as labs_
 
@@ -75,13 +75,6 @@ CANDIDATE_S = 30.0
 
 def hidden_files(folder: Path) -> list[Path]:
     return [folder / PING, *(folder / f"{cc}.json" for cc in MEASURED)]
-
-
-def _publish(tmp: Path, final: Path) -> None:
-    """A job's result into place whole (a rename), replacing a stale one."""
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
 
 
 def _say(text: str) -> None:
@@ -116,7 +109,7 @@ def _hidden_side(spec: dict[str, Any]) -> None:
             with contextlib.suppress(EnvironmentProblem):
                 shaper.apply(Link(), "linkem")
     (tmp / schedule.DONE).write_text(json.dumps({"lab": config.INSTANCE.number}))
-    _publish(tmp, final)
+    place_dir(tmp, final)
 
 
 def _calibrate_side(spec: dict[str, Any]) -> None:
@@ -132,7 +125,7 @@ def _calibrate_side(spec: dict[str, Any]) -> None:
         _say(f"candidate {i}/{budget}: {fits.describe(c)}" + ("" if r else ": not measured"))
 
     (tmp / FITTED).write_text(json.dumps(calibrate_one(d / HIDDEN_DIR, tmp, budget, progress)))
-    _publish(tmp, final)
+    place_dir(tmp, final)
 
 
 def calibrate_one(hidden: Path, work: Path, budget: int,
@@ -168,9 +161,7 @@ def score_of(link: HiddenLink, d: Path) -> Score:
 
 
 def write_score(d: Path, s: Score) -> None:
-    tmp = schedule.partial(d / SCORE, str(os.getpid()))
-    tmp.write_text(json.dumps(asdict(s), indent=1) + "\n")
-    os.replace(tmp, d / SCORE)
+    write_atomic(d / SCORE, json.dumps(asdict(s), indent=1) + "\n")
 
 
 def read_scores(out: Path, links: Sequence[HiddenLink]) -> list[Score]:

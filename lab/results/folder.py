@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -47,6 +48,14 @@ def write_atomic(path: Path, content: str | bytes) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def place_dir(tmp: Path, final: Path) -> None:
+    """A directory written whole under a temporary name put in place by one rename, replacing a stale one (a
+    benchmark job's result folder: lab/bench/calibration.py)."""
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
 
 
 def json_text(doc: Any) -> str:
