@@ -89,7 +89,8 @@ def test_the_default_build_and_up_leave_the_on_demand_parts_alone(monkeypatch: p
 
 @pytest.mark.parametrize(("args", "line"), [
     (["run", "--server", "lsquic", "-p", "h3"],
-     "unknown server 'lsquic': allowed are nginx, ngtcp2, caddy, nginx-sid, haproxy, aioquic, quic-go, quinn, quiche"),
+     "unknown server 'lsquic': allowed are nginx, ngtcp2, caddy, nginx-sid, haproxy, aioquic, quic-go, quinn, quiche, "
+     "kwik"),
     (["build", "--parts", "lsquic"], "invalid --parts 'lsquic'")])
 def test_an_unknown_stack_name_is_one_line_and_exit_2(args, line):
     r = subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True, text=True, timeout=60, check=False,
@@ -101,7 +102,8 @@ def test_an_unknown_stack_name_is_one_line_and_exit_2(args, line):
     ("aioquic-client", "quiclab-aioquic-fetch", "CC=reno", "cubic"),
     ("quic-go-client", "quiclab-quicgo-fetch", None, ""),
     ("quinn-client", "quiclab-quinn-fetch", "CC=cubic", "bbr"),
-    ("quiche-client", "quiclab-quiche-fetch", "CC=cubic", "bbr2")])
+    ("quiche-client", "quiclab-quiche-fetch", "CC=cubic", "bbr2"),
+    ("kwik-client", "quiclab-kwik-fetch", None, "")])
 def test_the_new_clients_follow_the_contract(client, fetch, cc, other):
     req = TransferRequest(protocol=Protocol.H3, size=5, url="https://haproxy.quiclab/obj/5", timeout_s=60,
                           env={"QLOGDIR": "/tmp/q"})
