@@ -11,8 +11,8 @@ QUICLAB_SETUP_NO_JOB=1 bash scripts/setup.sh
 # tests run (tests/lab/test_stacks.py, tests/lab/test_stacks_rust.py, tests/lab/test_stacks_java.py): haproxy,
 # aioquic and quicgo up to ~6 min on a machine that has none of them; the Rust stacks quinn and quiche (images/rust:
 # crates.io, quiche's vendored BoringSSL) more: docs/implementations.md, "The Rust stacks"; kwik (images/kwik: OpenJDK
-# 21 and Maven from trixie, Maven Central; its unit tests run in the build) "kwik"; ~0 when cached. One that cannot
-# be built is one line and its tests skip.
+# 21 and Maven from trixie, Maven Central; its JUnit tests run in the build) 6 min 10 s from nothing under a 35 % CPU
+# cap (docs/implementations.md, "kwik"); ~0 when cached. One that cannot be built is one line and its tests skip.
 step "building the stacks built on first use (haproxy, aioquic, quicgo, quinn, quiche, kwik)"
 uv run --frozen quiclab build --parts haproxy,aioquic,quicgo,quinn,quiche,kwik
 

@@ -171,8 +171,8 @@ public final class Server {
                 .maxOpenPeerInitiatedUnidirectionalStreams(10)
                 .maxOpenPeerInitiatedBidirectionalStreams(100)
                 .build();
-        Logger log = new SysOutLogger();  // kwik's errors (always on) and warnings, to the container's log
-        log.logWarning(true);
+        Logger log = new SysOutLogger();  // kwik's errors (always on), to the container's log; warnings stay off
+        log.logWarning(false);            // (they are per handshake: "limited by remaining anti-amplification limit")
         ServerConnector connector;
         try {
             connector = ServerConnector.builder()
