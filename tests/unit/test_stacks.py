@@ -159,6 +159,10 @@ def test_a_client_cannot_migrate_to_haproxy_which_forbids_it():
                    "parameter disable_active_migration")
     for server in ("quic-go", "aioquic", "nginx", None):
         assert unsupported(migrate, "gtlsclient", Protocol.H3, server) is None, server
+    # kwik 0.10.9's ServerConnectionImpl sets disable_active_migration for every connection too
+    assert unsupported(migrate, "gtlsclient", Protocol.H3, "kwik") == (
+        "path migrate@1s: the client moves itself, which kwik refuses: kwik 0.10.9's server sends the transport "
+        "parameter disable_active_migration")
     assert unsupported(parse_path("rebind@1s"), "curl", Protocol.H3, "haproxy") is None  # rebinding is not migrating
     with pytest.raises(UsageError, match="field 'refuses_migration': only servers refuse"):
         parse({"c": {"role": "client", "protocols": ["h3"], "container": "x", "adapter": "a:B", "version": "v",
