@@ -95,15 +95,23 @@ def _hidden_side(spec: dict[str, Any]) -> None:
     link = HiddenLink(**spec["link"])
     with lock.holding("quiclab bench calibrate (a hidden link)"):
         calibration.check_allowed({cc: Sender(cc, "down", SECONDS) for cc in (*MEASURED, HELD_OUT)})
+        in_force = parse_link(*link.tables())
+        # A recorded trace plays from when the link is given: given again right before the ping and each sender
+        # (as a sweep does before each run: lab/run/runner.py _restart_trace), every measurement meets the same
+        # stretch of the recording, so the held-out sender meets the path the measured ones met (a trace running on
+        # would give each its own 10 s of a 120 s recording: ATT's first ten seconds fall from 27.6 to 0.3 Mbit/s).
+        restart = partial(shaper.apply, in_force, "linkem") if link.trace else None
         try:
-            shaper.apply(parse_link(*link.tables()), "linkem")
+            shaper.apply(in_force, "linkem")
             _say("ping without load")
+            if restart:
+                restart()
             (tmp / PING).write_text(calibration.user_ping())
             for cc in MEASURED:
                 _say(f"iperf3 {cc} download")
-                (tmp / f"{cc}.json").write_text(calibration.user_download(Sender(cc, "down", SECONDS)))
+                (tmp / f"{cc}.json").write_text(calibration.user_download(Sender(cc, "down", SECONDS), restart))
             _say(f"held-out sender {HELD_OUT}")
-            held = calibration.run_sender(Sender(HELD_OUT, "down", SECONDS))
+            held = calibration.run_sender(Sender(HELD_OUT, "down", SECONDS), restart)
             (tmp / HELD).write_text(json.dumps(None if held is None else asdict(held)))
         finally:
             with contextlib.suppress(EnvironmentProblem):

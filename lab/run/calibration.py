@@ -115,17 +115,21 @@ def check_allowed(senders: Mapping[str, Sender]) -> None:
                                  f"{' '.join(allowed)!r}; scripts/setup.sh extends it)")
 
 
-def run_sender(s: Sender) -> Observed | None:
-    """One sender's download through the link in force: its observation, or None when iperf3 could not measure."""
-    return sender_json(one_off_download(s), s)
+def run_sender(s: Sender, at_start: Callable[[], None] | None = None) -> Observed | None:
+    """One sender's download through the link in force: its observation, or None when iperf3 could not measure.
+    `at_start` runs right before the download (after its server is up): the benchmark restarts a recorded trace
+    there."""
+    return sender_json(one_off_download(s, at_start), s)
 
 
-def one_off_download(s: Sender) -> str:
+def one_off_download(s: Sender, at_start: Callable[[], None] | None = None) -> str:
     """The client's JSON of one download from a one-off --json server started for it (stopped afterwards)."""
     tag = f"qlc-{uuid.uuid4().hex[:10]}"
     try:
         docker.exec_detached(config.SERVER_CONTAINER, named(f"{tag}-srv", receiver_argv()))
         _wait_listening(config.SERVER_CONTAINER)
+        if at_start is not None:
+            at_start()
         return download(s, PORT, tag)
     finally:
         with contextlib.suppress(EnvironmentProblem):
@@ -183,11 +187,11 @@ def measure_on(tables: tuple[Table, Table, Table], sender: Sender) -> Observed |
 
 # --- measuring a path as a user would (the benchmark's hidden links) -------------------------------------------------
 
-def user_download(s: Sender) -> str:
+def user_download(s: Sender, at_start: Callable[[], None] | None = None) -> str:
     """A download as a user records it from the client (`iperf3 -R --json --get-server-output`), from a server the
     user started with `iperf3 -s --json` (docs/calibrate.md: without --json the server's side, its RTT, is not in
     the file; the server container's own iperf3 on 5201 runs without it)."""
-    return one_off_download(s)
+    return one_off_download(s, at_start)
 
 
 def user_ping(count: int = 50) -> str:

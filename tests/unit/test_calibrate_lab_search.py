@@ -147,6 +147,26 @@ def test_a_users_download_is_from_a_one_off_json_server_on_the_port_it_fetches_f
     assert [a for a in ran if a[0] == "pkill"]  # the one-off server and the client stopped by their tag
 
 
+def test_a_trace_restarts_between_the_one_off_server_and_the_download(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's hidden side gives a recorded trace again right before each sender's download (after the
+    server is up), so every sender meets the same stretch of the recording: the hook runs after the server starts
+    and before the client's iperf3."""
+    order: list[str] = []
+    monkeypatch.setattr(calibration.docker, "exec_detached", lambda _c, argv: order.append("server"))
+    monkeypatch.setattr(calibration, "_wait_listening", lambda _c: order.append("listening"))
+
+    def exec_in(_container: str, argv: list[str], timeout_s: float = 0) -> str:
+        order.append("client" if "iperf3" in argv else argv[0])
+        return WITH_JSON if "iperf3" in argv else ""
+
+    monkeypatch.setattr(calibration.docker, "exec_in", exec_in)
+    calibration.user_download(Sender("bbr", "down", 10), lambda: order.append("restart"))
+    assert order[:4] == ["server", "listening", "restart", "client"]
+    order.clear()
+    assert calibration.run_sender(Sender("bbr", "down", 10), lambda: order.append("restart")) is not None
+    assert order[:4] == ["server", "listening", "restart", "client"]
+
+
 def _estimate(**kw: object) -> Estimate:
     base = dict(base_rtt_s=0.02, rtt_s=0.024, jitter_s=0.002, down_rate_bps=10e6, up_rate_bps=2e6)
     return Estimate(**(base | kw))  # type: ignore[arg-type]
