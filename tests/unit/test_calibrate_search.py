@@ -59,15 +59,16 @@ def test_the_hidden_link_is_found_from_rough_first_estimates():
     assert len({(t.candidate.rate_bps, t.candidate.rtt_s, t.candidate.queue_bytes, t.candidate.loss)
                 for t in fit.tried}) == len(fit.tried)
     assert progress == sorted(progress) and len(progress) == fit.rounds
-    # the first estimates with a tenth of their loss and none; then the Jacobian's 4 and the 3 steps, a batch each
-    assert lab.batches[0] == 3 and set(lab.batches[1:]) <= {3, 4}
+    # the first estimates and the grid's other losses (0.1 % is within a factor 3 of 0.05 %: left out); then the
+    # Jacobian's 4 and the 3 steps, a batch each
+    assert lab.batches[0] == 4 and set(lab.batches[1:]) <= {3, 4}
     assert fit.tried[0].candidate == start and fit.tried[0].error > 0.3
-    assert [t.candidate.loss for t in fit.tried[:3]] == [start.loss, pytest.approx(start.loss / 10), 0.0]
+    assert [t.candidate.loss for t in fit.tried[:4]] == [start.loss, 0.0, 1e-4, 1e-2]
 
 
 def test_the_budget_is_kept():
     lab = Lab()
-    fit = search(model(HIDDEN), Candidate(8e6, 0.08, 200_000, 0.0005), lab, budget=13)  # 3 + 4 + 3 + 3
+    fit = search(model(HIDDEN), Candidate(8e6, 0.08, 200_000, 0.0005), lab, budget=13)  # 4 + 4 + 3 + 2
     assert len(fit.tried) == sum(lab.batches) == 13
     assert fit.stopped == "budget of 13 candidates spent"
     assert fit.best.error == min(t.error for t in fit.tried)
@@ -110,7 +111,7 @@ def test_a_loss_estimate_that_throttles_a_sender_is_left_at_the_first_batch():
     fit = search(model(hidden), start, lab, budget=30)
     assert fit.tried[0].error > 1.0  # the estimate itself is far off
     assert fit.best.error < 1e-6 and fit.best.candidate.loss == 0.0
-    assert lab.batches[0] == 3
+    assert lab.batches[0] == 5
 
 
 def test_a_first_estimate_that_cannot_be_measured_goes_on_from_one_with_less_loss():
@@ -124,5 +125,15 @@ def test_a_first_estimate_that_cannot_be_measured_goes_on_from_one_with_less_los
     assert fit.best.error < fit.tried[1].error or fit.best is fit.tried[1]
     assert not fit.stopped.startswith("the first estimates could not be measured")
     nothing = search(model(HIDDEN), Candidate(12e6, 0.06, 60_000, 0.02), Lab(broken=0.0), budget=40)
-    assert nothing.stopped == "the first estimates could not be measured (nor with less loss)"
-    assert len(nothing.tried) == 3
+    assert nothing.stopped == "the first estimates could not be measured (nor with other losses)"
+    assert len(nothing.tried) == 4
+
+
+def test_a_lossless_start_where_the_real_path_separates_cubic_from_bbr_finds_its_loss():
+    """The real path gives cubic a fifth of BBR's throughput (its loss): a start without loss gets both at the rate,
+    and a local search does not leave loss 0; the first batch's grid does."""
+    hidden = Candidate(rate_bps=26e6, rtt_s=0.1, queue_bytes=200_000, loss=2e-4)
+    lab = Lab()
+    fit = search(model(hidden), Candidate(26e6, 0.1, 200_000, 0.0), lab, budget=40)
+    assert [t.candidate.loss for t in fit.tried[:4]] == [0.0, 1e-4, 1e-3, 1e-2]
+    assert fit.best.candidate.loss == pytest.approx(2e-4, rel=0.05) and fit.best.error < 1e-4
