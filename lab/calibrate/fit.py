@@ -42,7 +42,10 @@ def candidate_tables(e: Estimate, c: Candidate) -> tuple[Table, Table, Table]:
 
 
 def _observed(o: Observed) -> dict[str, float]:
-    return {"throughput_bps": o.throughput_bps, "p50_rtt_s": o.p50_rtt_s}
+    out = {"throughput_bps": o.throughput_bps, "p50_rtt_s": o.p50_rtt_s}
+    if o.retransmit_rate is not None:
+        out["retransmit_rate"] = o.retransmit_rate
+    return out
 
 
 def _tried(t: Tried) -> dict[str, Any]:

@@ -43,7 +43,7 @@ def test_two_downloads_of_different_congestion_controls_are_the_senders(tmp_path
     senders, real = measured_senders(probe(paths), "m")
     assert senders == {"bbr": Sender("bbr", "down", 8), "cubic": Sender("cubic", "down", 10)}
     # after the start-up (2 s): the rate delivered (the intervals' mean) and the median RTT of what follows
-    assert real["cubic"] == Observed(throughput_bps=pytest.approx(9.3125e6), p50_rtt_s=pytest.approx(0.062))
+    assert (real["cubic"].throughput_bps, real["cubic"].p50_rtt_s) == (pytest.approx(9.3125e6), pytest.approx(0.062))
     assert real["bbr"].throughput_bps == pytest.approx(55.7e6 / 6) and real["bbr"].p50_rtt_s == pytest.approx(0.025)
 
 
@@ -75,7 +75,7 @@ def test_fewer_than_two_senders_is_a_usage_error_naming_what_is_needed(tmp_path:
 def test_the_lab_reads_its_iperf3_run_by_the_users_rule() -> None:
     s = Sender("cubic", "down", 10)
     got = calibration.sender_json(iperf3_json("cubic", RATES, rtts_ms=[20, 40, 60, 62, 64, 66, 60, 58, 62, 64]), s)
-    assert got == Observed(throughput_bps=pytest.approx(9.3125e6), p50_rtt_s=pytest.approx(0.062))
+    assert got is not None and (got.throughput_bps, got.p50_rtt_s) == (pytest.approx(9.3125e6), pytest.approx(0.062))
     assert calibration.sender_json(iperf3_failed(), s) is None
     assert calibration.sender_json(iperf3_json("cubic", RATES), s) is None  # no RTT samples: not measured
     with pytest.raises(EnvironmentProblem, match="asked for cubic but its sender used reno"):
@@ -259,4 +259,7 @@ def test_a_senders_throughput_is_what_it_delivered_after_start_up_not_a_median_o
     assert got is not None
     after = counts[2:]  # start-up: the first 2 s (estimate.STARTUP_S)
     assert got.throughput_bps == pytest.approx(sum(after) * 8 / len(after))  # 1.31 Mbit/s; the median was 1.05
+    assert got.retransmit_rate is None  # the input does not count them
+    counted = observed(flow.model_copy(update={"retransmits": 25, "segments": 2500}))
+    assert counted is not None and counted.retransmit_rate == pytest.approx(0.01)
     assert calibration.download_argv(Sender("cubic", "down", 10))[-6:-4] == ["-l", "16K"]

@@ -137,3 +137,21 @@ def test_a_lossless_start_where_the_real_path_separates_cubic_from_bbr_finds_its
     fit = search(model(hidden), Candidate(26e6, 0.1, 200_000, 0.0), lab, budget=40)
     assert [t.candidate.loss for t in fit.tried[:4]] == [0.0, 1e-4, 1e-3, 1e-2]
     assert fit.best.candidate.loss == pytest.approx(2e-4, rel=0.05) and fit.best.error < 1e-4
+
+
+def test_the_retransmission_rate_joins_the_objective_when_the_real_path_says_it():
+    """Two candidates alike in throughput and delay, one with the real path's retransmissions: the error tells them
+    apart; rates under the floor count as the floor; without the real path's count the term is left out."""
+    from lab.calibrate.search import RETX_FLOOR, residuals
+
+    real = {"bbr": Observed(30e6, 0.13, retransmit_rate=0.0014), "cubic": Observed(13e6, 0.095, retransmit_rate=0.002)}
+    right = {"bbr": Observed(30e6, 0.13, 0.0014), "cubic": Observed(13e6, 0.095, 0.002)}
+    wrong = {"bbr": Observed(30e6, 0.13, 0.0004), "cubic": Observed(13e6, 0.095, 0.0007)}
+    assert error(real, right)[0] == 0.0
+    assert error(real, wrong)[0] == pytest.approx((math.log(0.4 / 1.4) ** 2 + math.log(0.7 / 2) ** 2) / 2)
+    r = residuals(real, wrong)
+    assert r is not None and len(r) == 6 and r[2] == pytest.approx(math.log(0.4 / 1.4))
+    assert sender_error(Observed(1e6, 0.1, 0.0), Observed(1e6, 0.1, RETX_FLOOR / 10)) == 0.0
+    assert residuals(real, {"bbr": Observed(30e6, 0.13), "cubic": Observed(13e6, 0.095)}) is None  # must say it
+    plain = {"bbr": Observed(30e6, 0.13), "cubic": Observed(13e6, 0.095)}
+    assert error(plain, wrong)[0] == 0.0 and len(residuals(plain, wrong)) == 4
