@@ -143,17 +143,18 @@ def calibrate_one(hidden: Path, work: Path, budget: int,
     try:
         m = probe(hidden_files(hidden))
         measurements.write(work / "m", m)
-        e = estimate(m, str(hidden), "constant")
+        e = estimate(m, str(hidden), "auto")  # a rate that varies becomes a trace, which the search scales
         senders, real = measured_senders(m, str(hidden))
         start = fits.start(e, str(hidden))
     except UsageError as err:  # the user's files do not allow a calibration (e.g. iperf3 failed on this link)
         return {"why": f"not calibrated: {err}"}
-    found = calibration.search_in_lab(senders, real, start, partial(fits.candidate_tables, e), budget, progress)
+    tables = partial(fits.candidate_tables, e, folder=work / "traces")
+    found = calibration.search_in_lab(senders, real, start, tables, budget, progress)
     (work / "m" / fits.FILE).write_text(json.dumps(fits.fit_doc(found, real, dict(senders), start), indent=1))
     if found.best.result is None:
         return {"candidates": len(found.tried), "why": f"no candidate measured ({found.stopped})"}
     _say(f"held-out sender {HELD_OUT} on the fitted link")
-    got = calibration.measure_on(fits.candidate_tables(e, found.best.candidate), Sender(HELD_OUT, "down", SECONDS))
+    got = calibration.measure_on(tables(found.best.candidate), Sender(HELD_OUT, "down", SECONDS))
     return {"fitted_tput_bps": got.throughput_bps if got else None, "fitted_rtt_s": got.p50_rtt_s if got else None,
             "fitted": fits.describe(found.best.candidate), "error": found.best.error, "candidates": len(found.tried),
             "why": "" if got else "the held-out sender could not be measured on the fitted link"}

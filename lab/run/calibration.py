@@ -90,10 +90,11 @@ class LabMeasure:
     def __call__(self, candidates: Sequence[Candidate]) -> list[Result | None]:
         out: list[Result | None] = []
         for c in candidates:
-            shaper.apply(parse_link(*self.tables(c)), "linkem")
+            link = parse_link(*self.tables(c))
+            shaper.apply(link, "linkem")
             got: dict[str, Observed] = {}
             for name, s in self.senders.items():
-                one = run_sender(s)
+                one = run_sender(s, restart_trace(link))
                 if one is None:
                     break
                 got[name] = one
@@ -174,13 +175,22 @@ def search_in_lab(senders: Mapping[str, Sender], real: Result, start_at: Candida
                 shaper.apply(Link(), "linkem")
 
 
+def restart_trace(link: Link) -> Callable[[], None] | None:
+    """For a link with a rate trace: what gives it again right before a sender's download (every sender meets the
+    trace from its beginning, as the sweep's runs do: lab/run/runner.py _restart_trace); None for a link without."""
+    if not (link.downlink.trace_ms or link.uplink.trace_ms):
+        return None
+    return lambda: shaper.apply(link, "linkem")
+
+
 def measure_on(tables: tuple[Table, Table, Table], sender: Sender) -> Observed | None:
     """One sender through one link on this lab, the lab held; the link left unshaped afterwards."""
     with lock.holding():
         check_allowed({sender.cc: sender})
         try:
-            shaper.apply(parse_link(*tables), "linkem")
-            return run_sender(sender)
+            link = parse_link(*tables)
+            shaper.apply(link, "linkem")
+            return run_sender(sender, restart_trace(link))
         finally:
             with contextlib.suppress(EnvironmentProblem):
                 shaper.apply(Link(), "linkem")

@@ -183,9 +183,49 @@ def test_the_search_starts_at_the_estimates_and_puts_the_scenario_files_link_in_
     assert (d.rate_bps, d.queue_bytes, d.loss.mean, d.jitter_s) == (8_000_000, 30_000, pytest.approx(0.002), 0.002)
     assert link.rtt_s == pytest.approx(0.05)
     assert (u.rate_bps, u.queue_bytes, u.loss.mean) == (2_000_000, None, 0.0)  # loss and queue on the downlink only
-    for bad in (_estimate(down_trace_ms=[1, 2, 3]), _estimate(down_rate_bps=None)):
-        with pytest.raises(UsageError, match=r"^m: "):
-            fits.start(bad, "m")
+    with pytest.raises(UsageError, match=r"^m: "):
+        fits.start(_estimate(down_rate_bps=None), "m")
+
+
+def test_a_rate_trace_is_searched_as_a_scale_of_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A downlink that varies (estimated as a trace): the candidate's rate is the trace's mean, the lab gets the
+    trace scaled to it (same pattern and period), and every sender meets it from its beginning."""
+    from lab.calibrate.trace import from_rates
+
+    pattern = from_rates([(0, 1, 12e6), (1, 2, 3e6), (2, 3, 12e6), (3, 4, 0.0), (4, 5, 6e6)])
+    mean = len(pattern) * 12000 / 5.0
+    e = _estimate(down_trace_ms=pattern, down_rate_bps=mean)
+    start = fits.start(e, "m")
+    assert start.rate_bps == mean
+    with pytest.raises(ValueError, match="folder"):
+        fits.candidate_tables(e, start)
+    link = parse_link(*fits.candidate_tables(e, Candidate(mean / 2, 0.05, 30_000), tmp_path))
+    half = link.downlink.trace_ms
+    assert half is not None and half[-1] == pattern[-1]  # the period
+    assert len(half) == pytest.approx(len(pattern) / 2, abs=2)
+    per_s = [sum(1 for t in half if k * 1000 < t <= (k + 1) * 1000) for k in range(5)]
+    assert per_s[3] == 0 and per_s[0] == pytest.approx(500, abs=2) and per_s[1] == pytest.approx(125, abs=2)
+    assert list(tmp_path.glob("candidate-*.down.trace"))
+    applied: list[object] = []
+    hooks: list[object] = []
+    monkeypatch.setattr(calibration.shaper, "apply", lambda lk, _b: applied.append(lk))
+
+    def run_sender(s: Sender, at_start: object = None) -> Observed | None:
+        hooks.append(at_start)
+        return Observed(1e6, 0.05)
+
+    monkeypatch.setattr(calibration, "run_sender", run_sender)
+    m = calibration.LabMeasure({"bbr": Sender("bbr", "down", 5), "cubic": Sender("cubic", "down", 5)},
+                               lambda c: fits.candidate_tables(e, c, tmp_path))
+    m([Candidate(mean, 0.05, 30_000)])
+    assert len(hooks) == 2 and all(callable(h) for h in hooks)
+    for h in hooks:
+        h()  # type: ignore[operator]
+    assert len(applied) == 3 and applied[1] == applied[0]  # given once, then again before each sender
+    plain = calibration.LabMeasure({"bbr": Sender("bbr", "down", 5)}, lambda c: fits.candidate_tables(_estimate(), c))
+    hooks.clear()
+    plain([Candidate(5e6, 0.05, 30_000)])
+    assert hooks == [None]  # a constant link is given once
 
 
 def test_fit_json_keeps_every_candidate_and_the_table_says_each_senders_error() -> None:
@@ -214,7 +254,7 @@ def test_the_lab_measure_censors_a_candidate_a_sender_could_not_measure(monkeypa
     monkeypatch.setattr(calibration.shaper, "apply", lambda link, _b: applied.append(link.downlink.rate_bps))
     runs: list[str] = []
 
-    def run_sender(s: Sender) -> Observed | None:
+    def run_sender(s: Sender, at_start: object = None) -> Observed | None:
         runs.append(s.cc)
         return None if applied[-1] == 1_000_000 and s.cc == "bbr" else Observed(applied[-1] or 0, 0.05)
 
