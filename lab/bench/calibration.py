@@ -95,15 +95,23 @@ def _hidden_side(spec: dict[str, Any]) -> None:
     link = HiddenLink(**spec["link"])
     with lock.holding("quiclab bench calibrate (a hidden link)"):
         calibration.check_allowed({cc: Sender(cc, "down", SECONDS) for cc in (*MEASURED, HELD_OUT)})
+        in_force = parse_link(*link.tables())
+        # A recorded trace plays from when the link is given: given again right before the ping and each sender
+        # (as a sweep does before each run: lab/run/runner.py _restart_trace), every measurement meets the same
+        # stretch of the recording, so the held-out sender meets the path the measured ones met (a trace running on
+        # would give each its own 10 s of a 120 s recording: ATT's first ten seconds fall from 27.6 to 0.3 Mbit/s).
+        restart = partial(shaper.apply, in_force, "linkem") if link.trace else None
         try:
-            shaper.apply(parse_link(*link.tables()), "linkem")
+            shaper.apply(in_force, "linkem")
             _say("ping without load")
+            if restart:
+                restart()
             (tmp / PING).write_text(calibration.user_ping())
             for cc in MEASURED:
                 _say(f"iperf3 {cc} download")
-                (tmp / f"{cc}.json").write_text(calibration.user_download(Sender(cc, "down", SECONDS)))
+                (tmp / f"{cc}.json").write_text(calibration.user_download(Sender(cc, "down", SECONDS), restart))
             _say(f"held-out sender {HELD_OUT}")
-            held = calibration.run_sender(Sender(HELD_OUT, "down", SECONDS))
+            held = calibration.run_sender(Sender(HELD_OUT, "down", SECONDS), restart)
             (tmp / HELD).write_text(json.dumps(None if held is None else asdict(held)))
         finally:
             with contextlib.suppress(EnvironmentProblem):
@@ -135,17 +143,18 @@ def calibrate_one(hidden: Path, work: Path, budget: int,
     try:
         m = probe(hidden_files(hidden))
         measurements.write(work / "m", m)
-        e = estimate(m, str(hidden), "constant")
+        e = estimate(m, str(hidden), "auto")  # a rate that varies becomes a trace, which the search scales
         senders, real = measured_senders(m, str(hidden))
         start = fits.start(e, str(hidden))
     except UsageError as err:  # the user's files do not allow a calibration (e.g. iperf3 failed on this link)
         return {"why": f"not calibrated: {err}"}
-    found = calibration.search_in_lab(senders, real, start, partial(fits.candidate_tables, e), budget, progress)
+    tables = partial(fits.candidate_tables, e, folder=work / "traces")
+    found = calibration.search_in_lab(senders, real, start, tables, budget, progress)
     (work / "m" / fits.FILE).write_text(json.dumps(fits.fit_doc(found, real, dict(senders), start), indent=1))
     if found.best.result is None:
         return {"candidates": len(found.tried), "why": f"no candidate measured ({found.stopped})"}
     _say(f"held-out sender {HELD_OUT} on the fitted link")
-    got = calibration.measure_on(fits.candidate_tables(e, found.best.candidate), Sender(HELD_OUT, "down", SECONDS))
+    got = calibration.measure_on(tables(found.best.candidate), Sender(HELD_OUT, "down", SECONDS))
     return {"fitted_tput_bps": got.throughput_bps if got else None, "fitted_rtt_s": got.p50_rtt_s if got else None,
             "fitted": fits.describe(found.best.candidate), "error": found.best.error, "candidates": len(found.tried),
             "why": "" if got else "the held-out sender could not be measured on the fitted link"}

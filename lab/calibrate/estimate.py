@@ -4,7 +4,11 @@
   With jitter the link's `rtt` is base + 2 x jitter: the lab's uniform jitter (delay +- jitter per direction) then
   reaches down to the base.
 - jitter: from the RTT series without load (ping, irtt, flent's idle pings; at least MIN_JITTER_SAMPLES): the
-  spread p95 - p5 of a sum of two uniform delays of +-J is 2.736 J. Below MIN_JITTER_S it is left out (0).
+  spread p95 - p5 of a sum of two uniform delays of +-J is 2.736 J. Below MIN_JITTER_S it is left out (0). Not on a
+  link whose delivery rate varies (a download's variation >= TRACE_CV, or a recorded trace): there the RTT without
+  load spreads because packets wait for a link that stalls (a cellular scheduler, an outage: pings of 53 ms to 2.2 s
+  on ATT's LTE trace), which the rate's variation stands for; the lab's jitter (an independent delay on every
+  packet, as much under load as without) would add it a second time and to every packet.
 - downlink rate: per download, the median of its delivery-rate intervals after its start-up (the first
   min(STARTUP_S, a quarter of it)), in IP bytes (x 1500/1448, WIRE_FACTOR); the link's rate is the highest of these
   medians (a download that did not fill the link says less). A recorded trace (probe input) is the rate as given.
@@ -170,11 +174,15 @@ def _segments(f: Flow) -> int:
 def estimate(m: Measurements, where: str, mode: RateMode = "auto") -> Estimate:
     base, base_from = base_rtt(m, where)
     j = jitter(m.idle_rtts(series_only=True))
-    e = Estimate(base_rtt_s=base, rtt_s=base + 2 * j, jitter_s=j, notes=[f"base RTT: {base_from}"])
-    if j:
-        e.notes.append("jitter: from the spread (p5..p95) of the RTT without load, as the lab's uniform jitter")
+    e = Estimate(base_rtt_s=base, rtt_s=base, notes=[f"base RTT: {base_from}"])
     down = [f for f in m.flows if f.direction == "down" and f.rate]
     _down_rate(m, down, e, mode, where)
+    if j and (e.down_trace_ms or (e.down_rate_cv or 0.0) >= TRACE_CV):
+        e.notes.append(f"jitter: none; the RTT without load spreads ({j * 1000:.1f} ms as uniform jitter) on a link "
+                       "whose rate varies: that is waiting for the link, which the rate's variation stands for")
+    elif j:
+        e.jitter_s, e.rtt_s = j, base + 2 * j
+        e.notes.append("jitter: from the spread (p5..p95) of the RTT without load, as the lab's uniform jitter")
     _queue(down, e)
     _loss(down, e)
     up = [f for f in m.flows if f.direction == "up" and f.rate]

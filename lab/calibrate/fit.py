@@ -5,12 +5,15 @@ estimate, fit.json with every candidate tried) and what it prints (each sender's
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
+from lab.calibrate import trace
 from lab.calibrate.estimate import Estimate
 from lab.calibrate.scenario_file import Table, link_tables
 from lab.calibrate.search import Candidate, Fit, Observed, Result, Tried, relative_errors
 from lab.calibrate.senders import Sender
+from lab.calibrate.trace import scaled
 from lab.errors import UsageError
 from lab.link.model import Direction
 
@@ -18,11 +21,9 @@ FILE = "fit.json"
 
 
 def start(e: Estimate, where: str) -> Candidate:
-    """The first estimates as the search's start; a rate trace cannot be searched (the search fits a constant
-    rate), nor a missing rate. The queue not estimated starts at the lab's default (one BDP, at least 64 KiB)."""
-    if e.down_trace_ms or e.up_trace_ms:
-        raise UsageError(f"{where}: the lab search fits a constant downlink rate, not a rate trace: run it with "
-                         "--rate constant (and without a recorded trace)")
+    """The first estimates as the search's start (without a rate no search). The queue not estimated starts at the
+    lab's default (one BDP, at least 64 KiB). With a downlink rate trace the candidate's rate is the trace's mean:
+    the search scales the trace (`fitted`); an uplink trace stays as estimated."""
     if not e.down_rate_bps:
         raise UsageError(f"{where}: no downlink rate estimate to start the lab search from")
     queue = e.down_queue_bytes or Direction(rate_bps=round(e.down_rate_bps)).queue_limit_bytes_for(e.rtt_s)
@@ -31,18 +32,38 @@ def start(e: Estimate, where: str) -> Candidate:
 
 
 def fitted(e: Estimate, c: Candidate) -> Estimate:
-    """The estimate with a candidate's rate, RTT, queue and random loss (jitter and uplink as estimated)."""
+    """The estimate with a candidate's rate, RTT, queue and random loss (jitter and uplink as estimated); a downlink
+    rate trace scaled to the candidate's rate as its mean (the same pattern)."""
+    down = e.down_trace_ms
+    if down and e.down_rate_bps and c.rate_bps != e.down_rate_bps:
+        down = scaled(down, c.rate_bps / e.down_rate_bps)
     return e.model_copy(update={"rtt_s": c.rtt_s, "down_rate_bps": c.rate_bps, "down_queue_bytes": c.queue_bytes,
-                                "down_loss": c.loss or None, "down_trace_ms": None})
+                                "down_loss": c.loss or None, "down_trace_ms": down or None})
 
 
-def candidate_tables(e: Estimate, c: Candidate) -> tuple[Table, Table, Table]:
-    """What the lab puts in force for a candidate: the link the scenario file would hold had it been chosen."""
-    return link_tables(fitted(e, c))
+def candidate_tables(e: Estimate, c: Candidate, folder: Path | None = None) -> tuple[Table, Table, Table]:
+    """What the lab puts in force for a candidate: the link the scenario file would hold had it been chosen. A link
+    with rate traces needs `folder`, where they are written (one file per candidate's downlink trace)."""
+    f = fitted(e, c)
+    traces: dict[str, Path] = {}
+    for way, ms in (("down", f.down_trace_ms), ("up", f.up_trace_ms)):
+        if not ms:
+            continue
+        if folder is None:
+            raise ValueError("a candidate with a rate trace needs a folder for its trace files")
+        folder.mkdir(parents=True, exist_ok=True)
+        name = f"candidate-{round(c.rate_bps)}.down.trace" if way == "down" else "uplink.up.trace"
+        traces[way] = folder / name
+        if not traces[way].is_file():
+            trace.write(traces[way], ms)
+    return link_tables(f, traces)
 
 
 def _observed(o: Observed) -> dict[str, float]:
-    return {"throughput_bps": o.throughput_bps, "p50_rtt_s": o.p50_rtt_s}
+    out = {"throughput_bps": o.throughput_bps, "p50_rtt_s": o.p50_rtt_s}
+    if o.retransmit_rate is not None:
+        out["retransmit_rate"] = o.retransmit_rate
+    return out
 
 
 def _tried(t: Tried) -> dict[str, Any]:

@@ -3,8 +3,13 @@ congestion control, its throughput and p50 RTT under load on the real path, and 
 same sender on a candidate link (lab/run/calibration.py). One rule for both sides (`observed`): a flow read from the
 user's iperf3 JSON and a flow read from the lab's iperf3 JSON are reduced the same way.
 
-- throughput: the median of the flow's delivery-rate intervals after its start-up (estimate.steady), payload bit/s;
+- throughput: the payload delivered after the flow's start-up over that time (estimate.steady's intervals,
+  weighted by their length), bit/s. Not their median: iperf3 counts a receiver's interval in whole reads (128 KiB
+  by default), so at 2 Mbit/s its 1 s intervals are multiples of 1.05 Mbit/s, zeros among them, and a median of
+  eight moves in those steps (the lab's own runs read 16 KiB: lab/run/calibration.py download_argv);
 - p50 RTT under load: the median of its RTT samples after its start-up (all of them when none is later);
+- retransmission rate: the sender's retransmitted segments over the data segments of the whole run (None when the
+  input does not count them);
 - a sender: a download (the search fits the downlink) whose input says its congestion control and carries RTT
   samples (iperf3's sender-side JSON of a -R run, i.e. the server's; a capture does not say the server's congestion
   control). Two flows of one congestion control: the longer one.
@@ -37,13 +42,16 @@ class Sender:
 
 def observed(flow: Flow) -> Observed | None:
     """The flow's throughput and p50 RTT under load (the module's rule), or None without rate or RTT samples."""
-    rates = [r for _, _, r in steady(flow)]
-    if not rates or not flow.rtt:
+    if not steady(flow) or not flow.rtt:
         return None
     skip = min(STARTUP_S, flow.duration_s / 4)
     rtts = [r for t, r in flow.rtt if t >= skip] or [r for _, r in flow.rtt]
-    tput = median(rates)
-    return Observed(throughput_bps=tput, p50_rtt_s=median(rtts)) if tput > 0 else None
+    steady_rate = steady(flow)
+    seconds = sum(b - a for a, b, _ in steady_rate)
+    tput = sum((b - a) * r for a, b, r in steady_rate) / seconds if seconds > 0 else 0.0
+    retx = flow.retransmits / (flow.segments or max(1, round(flow.bytes / 1448))) \
+        if flow.retransmits is not None else None
+    return Observed(throughput_bps=tput, p50_rtt_s=median(rtts), retransmit_rate=retx) if tput > 0 else None
 
 
 def measured_senders(m: Measurements, where: str) -> tuple[dict[str, Sender], Result]:

@@ -41,3 +41,24 @@ def write(path: Path, trace_ms: Sequence[int]) -> None:
         path.write_text("".join(f"{t}\n" for t in trace_ms), encoding="ascii")
     except OSError as e:
         raise UsageError(f"cannot write the trace {str(path)!r}: {e.strerror}") from None
+
+
+SCALE_BIN_S = 0.1
+
+
+def scaled(trace_ms: Sequence[int], factor: float) -> list[int]:
+    """The trace with every SCALE_BIN_S stretch's rate times `factor` (the same pattern and period, its mean rate
+    times `factor`): the lab search's rate for a link with a rate trace."""
+    if not trace_ms or factor <= 0:
+        raise ValueError("an empty trace or a factor not above 0")
+    period = trace_ms[-1] / 1000
+    bins = max(1, math.ceil(period / SCALE_BIN_S - 1e-9))
+    counts = [0] * bins
+    for t in trace_ms:
+        counts[min(bins - 1, max(0, math.ceil(t / 1000 / SCALE_BIN_S - 1e-9) - 1))] += 1
+    edges = [min(period, i * SCALE_BIN_S) for i in range(bins + 1)]
+    out = from_rates([(edges[i], edges[i + 1], counts[i] * OPPORTUNITY_BITS / (edges[i + 1] - edges[i]) * factor)
+                      for i in range(bins) if edges[i + 1] > edges[i]])
+    if out[-1] < trace_ms[-1]:  # the last line is the period: kept (one opportunity more at most)
+        out.append(trace_ms[-1])
+    return out

@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
         from lab.plan.checks import load
 
         m = measurements.read(folder)
-        e = estimate(m, str(folder), "constant" if search and rate == "auto" else rate)
+        e = estimate(m, str(folder), rate)
         searched = ""
         if search:
             e, searched = _search(m, e, folder, budget)
@@ -78,8 +78,9 @@ def register(app: typer.Typer) -> None:
 
 def _search(m: Measurements, e: Estimate, folder: Path, budget: int) -> tuple[Estimate, str]:
     """The lab search from the first estimates: the fitted estimate and what the search did (one line); fit.json
-    written into the folder, each sender's error printed. Bad input (fewer than two senders, a rate trace) exits 2
-    before the lab is touched."""
+    written into the folder, each sender's error printed. Bad input (fewer than two senders) exits 2 before the lab
+    is touched. A downlink rate trace is searched as a scale of itself (fit.fitted); its candidates' traces are
+    written into FOLDER/traces."""
     from functools import partial
 
     from lab.calibrate import fit as fits
@@ -94,7 +95,8 @@ def _search(m: Measurements, e: Estimate, folder: Path, budget: int) -> tuple[Es
     def progress(i: int, c: object, result: object) -> None:
         terminal.info(f"candidate {i}/{budget}: {fits.describe(c)}" + ("" if result else ": not measured"))
 
-    found = search_in_lab(senders, real, first, partial(fits.candidate_tables, e), budget, progress)
+    found = search_in_lab(senders, real, first, partial(fits.candidate_tables, e, folder=folder / "traces"), budget,
+                          progress)
     path = folder / fits.FILE
     try:
         path.write_text(json.dumps(fits.fit_doc(found, real, dict(senders), first), indent=1) + "\n",

@@ -53,9 +53,10 @@ def receiver_argv(port: int = PORT) -> list[str]:
 
 
 def download_argv(s: Sender, port: int = PORT) -> list[str]:
-    """A download as a user runs it in the client: the server sends with `s.cc`, its side in the JSON too."""
-    return ["iperf3", "-c", config.SERVER_IP, "-p", str(port), "-R", "-C", s.cc, "-t", str(s.seconds), "--json",
-            "--get-server-output", "--connect-timeout", "3000"]
+    """A download as a user runs it in the client: the server sends with `s.cc`, its side in the JSON too; reads of
+    16 KiB (`-l`; iperf3's default 128 KiB makes each 1 s interval a multiple of 1.05 Mbit/s)."""
+    return ["iperf3", "-c", config.SERVER_IP, "-p", str(port), "-R", "-C", s.cc, "-t", str(s.seconds), "-l", "16K",
+            "--json", "--get-server-output", "--connect-timeout", "3000"]
 
 
 def sender_json(out: str, s: Sender) -> Observed | None:
@@ -89,10 +90,11 @@ class LabMeasure:
     def __call__(self, candidates: Sequence[Candidate]) -> list[Result | None]:
         out: list[Result | None] = []
         for c in candidates:
-            shaper.apply(parse_link(*self.tables(c)), "linkem")
+            link = parse_link(*self.tables(c))
+            shaper.apply(link, "linkem")
             got: dict[str, Observed] = {}
             for name, s in self.senders.items():
-                one = run_sender(s)
+                one = run_sender(s, restart_trace(link))
                 if one is None:
                     break
                 got[name] = one
@@ -115,17 +117,21 @@ def check_allowed(senders: Mapping[str, Sender]) -> None:
                                  f"{' '.join(allowed)!r}; scripts/setup.sh extends it)")
 
 
-def run_sender(s: Sender) -> Observed | None:
-    """One sender's download through the link in force: its observation, or None when iperf3 could not measure."""
-    return sender_json(one_off_download(s), s)
+def run_sender(s: Sender, at_start: Callable[[], None] | None = None) -> Observed | None:
+    """One sender's download through the link in force: its observation, or None when iperf3 could not measure.
+    `at_start` runs right before the download (after its server is up): the benchmark restarts a recorded trace
+    there."""
+    return sender_json(one_off_download(s, at_start), s)
 
 
-def one_off_download(s: Sender) -> str:
+def one_off_download(s: Sender, at_start: Callable[[], None] | None = None) -> str:
     """The client's JSON of one download from a one-off --json server started for it (stopped afterwards)."""
     tag = f"qlc-{uuid.uuid4().hex[:10]}"
     try:
         docker.exec_detached(config.SERVER_CONTAINER, named(f"{tag}-srv", receiver_argv()))
         _wait_listening(config.SERVER_CONTAINER)
+        if at_start is not None:
+            at_start()
         return download(s, PORT, tag)
     finally:
         with contextlib.suppress(EnvironmentProblem):
@@ -169,13 +175,22 @@ def search_in_lab(senders: Mapping[str, Sender], real: Result, start_at: Candida
                 shaper.apply(Link(), "linkem")
 
 
+def restart_trace(link: Link) -> Callable[[], None] | None:
+    """For a link with a rate trace: what gives it again right before a sender's download (every sender meets the
+    trace from its beginning, as the sweep's runs do: lab/run/runner.py _restart_trace); None for a link without."""
+    if not (link.downlink.trace_ms or link.uplink.trace_ms):
+        return None
+    return lambda: shaper.apply(link, "linkem")
+
+
 def measure_on(tables: tuple[Table, Table, Table], sender: Sender) -> Observed | None:
     """One sender through one link on this lab, the lab held; the link left unshaped afterwards."""
     with lock.holding():
         check_allowed({sender.cc: sender})
         try:
-            shaper.apply(parse_link(*tables), "linkem")
-            return run_sender(sender)
+            link = parse_link(*tables)
+            shaper.apply(link, "linkem")
+            return run_sender(sender, restart_trace(link))
         finally:
             with contextlib.suppress(EnvironmentProblem):
                 shaper.apply(Link(), "linkem")
@@ -183,11 +198,11 @@ def measure_on(tables: tuple[Table, Table, Table], sender: Sender) -> Observed |
 
 # --- measuring a path as a user would (the benchmark's hidden links) -------------------------------------------------
 
-def user_download(s: Sender) -> str:
+def user_download(s: Sender, at_start: Callable[[], None] | None = None) -> str:
     """A download as a user records it from the client (`iperf3 -R --json --get-server-output`), from a server the
     user started with `iperf3 -s --json` (docs/calibrate.md: without --json the server's side, its RTT, is not in
     the file; the server container's own iperf3 on 5201 runs without it)."""
-    return one_off_download(s)
+    return one_off_download(s, at_start)
 
 
 def user_ping(count: int = 50) -> str:

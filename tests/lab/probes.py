@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import re
 import statistics
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,24 +29,25 @@ def ping_rtts_ms(count: int, interval_s: float, target: str = config.SERVER_IP) 
 
 
 def bulk_tcp_rtts(seconds: float, interval_s: float) -> tuple[list[float], float]:
-    """Ping RTTs (ms, one every interval_s) while iperf3 sends bulk TCP (cubic) from the server to the client, and
-    its goodput (bit/s)."""
-    got: dict[str, float] = {}
+    """Ping RTTs (ms, one every interval_s for `seconds`) while iperf3 sends bulk TCP (cubic) from the server to the
+    client, and its goodput (bit/s).
 
-    def bulk() -> None:
-        out = docker.exec_in(config.CLIENT_CONTAINER, ["iperf3", "-c", config.SERVER_IP, "-R", "-C", "cubic", "-t",
-                                                        f"{seconds + 2:g}", "-f", "m", "--connect-timeout", "3000"])
-        m = re.findall(r"([\d.]+) Mbits/sec.*receiver", out)
-        got["bps"] = float(m[-1]) * 1e6 if m else 0.0
-
-    t = threading.Thread(target=bulk)
-    t.start()
-    try:
-        time.sleep(2.0)  # past slow start
-        rtts = ping_rtts_ms(int(seconds / interval_s), interval_s)
-    finally:
-        t.join()
-    return rtts, got.get("bps", 0.0)
+    Both run in one shell in the client container: the pings start 2 s into the flow (past slow start) with no
+    `docker exec` start-up between them, and the flow lasts longer than the pings by a margin that grows with
+    QUICLAB_SLOW (config.deadline). A flow that ended before the last ping is a failed measurement, not a sample of
+    the idle link: the pings after it would measure the empty queue (a VM run under TCG, 2026-11-26, gave a median
+    queueing delay of 20 ms of a full 96 ms queue that way)."""
+    count = int(seconds / interval_s)
+    flow_s = seconds + 2 + config.deadline(1.0)
+    script = (f"o=$(mktemp); iperf3 -c {config.SERVER_IP} -R -C cubic -t {flow_s:g} -f m --connect-timeout 3000 "
+              f">\"$o\" 2>&1 & p=$!; sleep 2; ping -n -c {count} -i {interval_s:g} -W 5 {config.SERVER_IP}; "
+              "kill -0 $p 2>/dev/null || echo QUICLAB-FLOW-ENDED-EARLY; wait $p; cat \"$o\"; rm -f \"$o\"")
+    out = client("sh", "-c", script)
+    assert "QUICLAB-FLOW-ENDED-EARLY" not in out, \
+        f"the bulk flow ({flow_s:g} s) ended before the {count} pings did: no RTT under load to judge\n{out[-1500:]}"
+    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
+    m = re.findall(r"([\d.]+) Mbits/sec.*receiver", out)
+    return rtts, float(m[-1]) * 1e6 if m else 0.0
 
 
 def ping_timed(duration_s: float, interval_s: float = 0.002) -> list[tuple[float, float]]:

@@ -70,9 +70,12 @@ def test_ping_rtt_matches_configured(backend, rtt_ms):
     assert abs(median(runs[-1]) - rtt_ms) <= tolerance, f"median RTT {medians} ms for {rtt_ms} ms (± {tolerance})"
 
 
-def _bulk(protocol: Protocol, client: str, server: str, rate_mbit: int, seconds: float = 5.0) -> float:
+def _bulk(protocol: Protocol, client: str, server: str, rate_mbit: int, seconds: float = 5.0,
+          seen: list[str] | None = None) -> float:
     size = int(rate_mbit * 1e6 / 8 * seconds)
     r = run_transfer(get_client(client), server, protocol, size, timeout_s=120)
+    if seen is not None:  # what each attempt's figure came from, for the failure message
+        seen.append(f"{r.bytes} B, total {r.total_s} s, handshake {r.handshake_s} s, first byte {r.ttfb_s} s")
     assert r.ok, r.failure
     assert not r.client_rcvbuf_drops, \
         f"the client's own UDP receive buffer dropped {r.client_rcvbuf_drops} datagrams (net.core.rmem_default " \
@@ -122,12 +125,13 @@ def test_bulk_goodput_close_to_rate(backend, protocol, client, server, rate_mbit
     # the congestion controller.
     queue = max(128 * 1024, int(rate_mbit * 1e6 / 8 * 0.010 * 2))
     shape(backend, rate=f"{rate_mbit}mbit", rtt="10ms", queue=str(queue))
-    ratios = on_quiet_host(lambda: _bulk(protocol, client, server, rate_mbit) / (rate_mbit * 1e6),
+    seen: list[str] = []
+    ratios = on_quiet_host(lambda: _bulk(protocol, client, server, rate_mbit, seen=seen) / (rate_mbit * 1e6),
                            lambda x: x >= floor)
     label = f"{protocol.label} {client}->{server}"
-    assert all(x <= 1.0 for x in ratios), f"{label} goodput {ratios} x the configured {rate_mbit} Mbit/s"
+    assert all(x <= 1.0 for x in ratios), f"{label} goodput {ratios} x the configured {rate_mbit} Mbit/s ({seen})"
     assert ratios[-1] >= floor, \
-        f"{label} goodput {', '.join(f'{x:.3f}' for x in ratios)} x {rate_mbit} Mbit/s (want {floor}-1.00)"
+        f"{label} goodput {', '.join(f'{x:.3f}' for x in ratios)} x {rate_mbit} Mbit/s (want {floor}-1.00; {seen})"
 
 
 def _binomial_99(n: int, p: float) -> tuple[float, float]:

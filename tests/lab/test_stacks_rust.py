@@ -3,8 +3,9 @@ through the router, verified as every transfer is (protocol, size, SHA-256; HTTP
 server with a known client (curl), each new client with a known server (nginx) and with its own server. The
 version is read from the built binary (the library versions it was built with), the server's congestion control
 chosen per run is read back from its command line, the clients write their key log and qlog, verify the server's
-certificate, and fetch N objects on one connection. Each part is built here if it is not yet (on first use, as a
-run does); a part that cannot be built skips, naming why."""
+certificate, and fetch N objects on one connection. curl 8.23 (curl-sid) gets whole objects from quinn (the server
+once stopped the request stream). Each part is built here if it is not yet (on first use, as a run does); a part
+that cannot be built skips, naming why."""
 
 from __future__ import annotations
 
@@ -101,3 +102,13 @@ def test_the_server_answers_404_and_the_client_fails_without_h3(stack):
             f"HOST_ADDR={target.address}", adapter.processes[0]]
     doc = json.loads(in_container(adapter.container, *argv).strip().splitlines()[-1])
     assert doc["exit"] == 1 and doc["curl"]["response_code"] == 404 and doc["curl"]["http_version"] == "", doc
+
+
+@pytest.mark.parametrize("size", [10_000, 1_000_000])
+def test_curl_8_23_gets_whole_objects_from_quinn(clean_link, size):
+    """The server once dropped each request stream without reading the request's FIN: quinn then stops the stream
+    (STOP_SENDING, error 0, on dropping its RecvStream), which curl 8.23 (ngtcp2 1.24, nghttp3 1.17) took for a reset
+    by the server: exit 18, "HTTP/3 stream 0 reset by server (error 0x0)", with or without the whole body (curl 8.14
+    ignores it). The server now reads each request to its end (images/rust/quinn-h3/src/server.rs end_request)."""
+    started(["curl-sid"], ["quinn"])
+    verified("curl-sid", "quinn", Protocol.H3, size=size)

@@ -158,7 +158,6 @@ def test_every_client_container_trusts_every_server(lab_up):
     # tests/lab/test_workloads.py checks by loading pages
     curl_containers = {reg.client(n).container for n in reg.names("client") if (reg.client(n).adapter or "").startswith(
         ("lab.endpoints.curl", "lab.endpoints.ngtcp2"))}
-    known: list[str] = []
     for container in sorted(curl_containers):
         for name in reg.names("server"):
             impl = check_server(name)
@@ -166,17 +165,7 @@ def test_every_client_container_trusts_every_server(lab_up):
             out = docker.exec_in(container, ["quiclab-fetch", flag, "-sS", "--cacert", config.CA_FILE, "--max-time",
                                              "10", "--resolve", f"{impl.host}:{impl.port}:{impl.address}",
                                              "-o", "/dev/null", impl.url("/obj/10000")])
-            code = json.loads(out)["exit"]
-            if (container, name, code) == (config.CLIENT_SID_CONTAINER, "quinn", 18):
-                known.append(f"{container} -> {name}: exit {code}")
-                continue
-            assert code == 0, (container, name, out)
-    if known:
-        # Not a trust failure (the certificate verified): curl 8.23 (unstable; ngtcp2 1.24, nghttp3 1.17) against
-        # quiclab-quinn (quinn 0.11.12, h3 0.0.8) sees stream 0 reset by the server (RESET_STREAM, error 0x0) after
-        # 1342 of 10,000 bytes; trixie's curl 8.14 gets the whole object. Found 2026-11-26, not yet explained.
-        pytest.xfail("curl-sid -> quinn: the server resets the response stream after 1342 bytes (exit 18); "
-                     "the handshake verified: " + "; ".join(known))
+            assert json.loads(out)["exit"] == 0, (container, name, out)
 
 
 def test_a_sweep_over_both_versions_records_them(lab_up, tmp_path):

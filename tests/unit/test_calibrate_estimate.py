@@ -125,3 +125,22 @@ def test_no_rtt_at_all_is_refused_naming_the_folder():
     e = estimate(Measurements(inputs=[], flows=[flow]), "folder")
     assert e.base_rtt_s == 0.05 and e.down_rate_bps == pytest.approx(8e6 * WIRE_FACTOR)
     assert "no sample without load" in e.notes[0]
+
+
+def test_on_a_link_whose_rate_varies_the_idle_rtts_spread_is_not_jitter(tmp_path):
+    """The same idle pings as above beside a download whose rate swings 6 <-> 2 Mbit/s: the spread is waiting for a
+    link that slows down (the rate's variation, a trace or not), not a delay on every packet; beside a steady
+    download it is jitter."""
+    def rate(t: float) -> float:
+        return 6e6 if int(t / 2) % 2 == 0 else 2e6
+
+    m = _measure(tmp_path, pathsim.Path(rate, RTT, 80), 16)
+    (tmp_path / "p.txt").write_text(inputs.ping_text(inputs.uniform_rtts(30, 2, 400)))
+    m.idle += probe([tmp_path / "p.txt"]).idle
+    for mode in ("auto", "constant"):
+        e = estimate(m, "m", mode)
+        assert e.jitter_s == 0.0 and e.rtt_s == e.base_rtt_s, mode
+        assert any(n.startswith("jitter: none") for n in e.notes)
+    out = tmp_path / "v.toml"
+    scenario_file.write(out, estimate(m, "m", "constant"), "m")
+    assert "jitter" not in load(out).link

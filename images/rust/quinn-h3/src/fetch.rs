@@ -33,7 +33,7 @@ pub async fn run() -> i32 {
             return contract::USAGE;
         }
     };
-    let crypto = match tls::client() {
+    let crypto = match tls::client(quiclab_h3_common::CA_FILE) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("quinn fetch: {e}");

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use quiclab_h3_common::{ALPN_H3, CA_FILE};
+use quiclab_h3_common::ALPN_H3;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -21,10 +21,11 @@ fn key_log() -> Arc<dyn rustls::KeyLog> {
     }
 }
 
-pub fn client() -> Result<QuicClientConfig, String> {
+/// The client's TLS, trusting the CA certificates in `ca` (the lab's: quiclab_h3_common::CA_FILE).
+pub fn client(ca: &str) -> Result<QuicClientConfig, String> {
     let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(CA_FILE).map_err(|e| format!("{CA_FILE}: {e}"))? {
-        roots.add(cert.map_err(|e| format!("{CA_FILE}: {e}"))?).map_err(|e| format!("{CA_FILE}: {e}"))?;
+    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| format!("{ca}: {e}"))? {
+        roots.add(cert.map_err(|e| format!("{ca}: {e}"))?).map_err(|e| format!("{ca}: {e}"))?;
     }
     let mut c = rustls::ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
