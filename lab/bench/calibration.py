@@ -100,7 +100,7 @@ def _hidden_side(spec: dict[str, Any]) -> None:
         # (as a sweep does before each run: lab/run/runner.py _restart_trace), every measurement meets the same
         # stretch of the recording, so the held-out sender meets the path the measured ones met (a trace running on
         # would give each its own 10 s of a 120 s recording: ATT's first ten seconds fall from 27.6 to 0.3 Mbit/s).
-        restart = partial(shaper.apply, in_force, "linkem") if link.trace else None
+        restart = calibration.restart_trace(in_force)
         try:
             shaper.apply(in_force, "linkem")
             _say("ping without load")
