@@ -37,7 +37,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from lab import config, lock, signals
+from lab import config, instance, lock, signals
 from lab.bench import schedule
 from lab.bench.hidden import HiddenLink, Score, draw, markdown, to_doc
 from lab.bench.schedule import HIDDEN_DIR, SCORE, Job, Schedule
@@ -52,7 +52,7 @@ from lab.link import shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link, recorded_pairs
 from lab.results.folder import place_dir, write_atomic
-from lab.run import calibration
+from lab.run import calibration, environment
 from lab.run import parallel as labs_
 
 MEASURED = ("cubic", "bbr")
@@ -149,14 +149,15 @@ def calibrate_one(hidden: Path, work: Path, budget: int,
     except UsageError as err:  # the user's files do not allow a calibration (e.g. iperf3 failed on this link)
         return {"why": f"not calibrated: {err}"}
     tables = partial(fits.candidate_tables, e, folder=work / "traces")
-    found = calibration.search_in_lab(senders, real, start, tables, budget, progress)
+    found = calibration.search_in_lab(senders, real, start, tables, budget, progress, fits.loss_range(e))
     (work / "m" / fits.FILE).write_text(json.dumps(fits.fit_doc(found, real, dict(senders), start), indent=1))
     if found.best.result is None:
         return {"candidates": len(found.tried), "why": f"no candidate measured ({found.stopped})"}
     _say(f"held-out sender {HELD_OUT} on the fitted link")
     got = calibration.measure_on(tables(found.best.candidate), Sender(HELD_OUT, "down", SECONDS))
     return {"fitted_tput_bps": got.throughput_bps if got else None, "fitted_rtt_s": got.p50_rtt_s if got else None,
-            "fitted": fits.describe(found.best.candidate), "error": found.best.error, "candidates": len(found.tried),
+            "fitted": fits.describe(found.best.candidate, e), "error": found.best.error,
+            "candidates": len(found.tried),
             "why": "" if got else "the held-out sender could not be measured on the fitted link"}
 
 
@@ -364,10 +365,19 @@ def run(out: Path, links: Sequence[HiddenLink], meta: dict[str, Any], numbers: l
                    interrupted, errors)
 
 
+def provenance(out: Path, labs: Sequence[int], diff_name: str) -> dict[str, Any]:
+    """What the benchmark ran from: the project's commit (a dirty tree's diff kept in `out` as `diff_name`:
+    environment.git) and, per lab, the image ID of its router, client and server (the containers a calibration
+    uses)."""
+    names = [instance.parse(str(k)).container(c) for k in labs for c in ("router", "client", "server")]
+    return {"git": environment.git(out, diff_name), "images": environment.container_images(names)}
+
+
 def start(out: Path | None, resume: Path | None, n: int, seed: int, budget: int, hidden_lab: int,
           parallel: int | None, up: set[int]) -> tuple[Path, list[HiddenLink], dict[str, Any], list[int]]:
     """The folder (new, or the one resumed with its own seed, links and budget), the links and the labs: this one
-    and the hidden lab with `parallel` 1 (roles split) or 2, and free ones beyond (None: auto)."""
+    and the hidden lab with `parallel` 1 (roles split) or 2, and free ones beyond (None: auto). meta.json records
+    what it ran from (provenance; a resume adds its own under `resumed`)."""
     own = config.INSTANCE.number
     check_labs(own, hidden_lab, up)
     if resume is not None:
@@ -375,15 +385,21 @@ def start(out: Path | None, resume: Path | None, n: int, seed: int, budget: int,
         out = resume
     else:
         assert out is not None
+        out.mkdir(parents=True, exist_ok=True)
         meta = {"seed": seed, "links": n, "budget": budget, "measured": list(MEASURED), "held_out": HELD_OUT,
                 "seconds": SECONDS}
-        out.mkdir(parents=True, exist_ok=True)
-        (out / META).write_text(json.dumps(meta, indent=1) + "\n")
     links = draw(int(meta["links"]), int(meta["seed"]), recorded_pairs())
     count = parallel if parallel is not None else labs_.auto_for(
         [lk.rate_bps if not lk.trace else parse_link(*lk.tables()).downlink.effective_rate_bps for lk in links],
         len(links))
     numbers = [own, hidden_lab] if count <= 2 else labs_.pick_labs(count, given=[hidden_lab])
+    on = [k for k in numbers if k in up]  # (labs brought up later run the same image tags)
+    if resume is not None:
+        resumed = list(meta.get("resumed", []))
+        meta["resumed"] = [*resumed, provenance(out, on, f"source-resume-{len(resumed) + 1}.diff")]
+    else:
+        meta.update(provenance(out, on, "source.diff"))
+    (out / META).write_text(json.dumps(meta, indent=1) + "\n")
     meta = {**meta, "labs": numbers, "hidden_lab": hidden_lab, "calibration_lab": own,
             "both_roles": count >= 2}
     return out, links, meta, numbers

@@ -11,7 +11,7 @@ from typing import Any
 from lab.calibrate import trace
 from lab.calibrate.estimate import Estimate
 from lab.calibrate.scenario_file import Table, link_tables
-from lab.calibrate.search import Candidate, Fit, Observed, Result, Tried, relative_errors
+from lab.calibrate.search import MAX_LOSS, Candidate, Fit, Observed, Result, Tried, loss_ladder, relative_errors
 from lab.calibrate.senders import Sender
 from lab.calibrate.trace import scaled
 from lab.errors import UsageError
@@ -23,12 +23,21 @@ FILE = "fit.json"
 def start(e: Estimate, where: str) -> Candidate:
     """The first estimates as the search's start (without a rate no search). The queue not estimated starts at the
     lab's default (one BDP, at least 64 KiB). With a downlink rate trace the candidate's rate is the trace's mean:
-    the search scales the trace (`fitted`); an uplink trace stays as estimated."""
+    the search scales the trace (`fitted`); an uplink trace stays as estimated. The random loss at most the
+    evidence's upper bound (`loss_range`)."""
     if not e.down_rate_bps:
         raise UsageError(f"{where}: no downlink rate estimate to start the lab search from")
     queue = e.down_queue_bytes or Direction(rate_bps=round(e.down_rate_bps)).queue_limit_bytes_for(e.rtt_s)
     return Candidate(rate_bps=e.down_rate_bps, rtt_s=e.rtt_s, queue_bytes=int(queue or 1500),
-                     loss=e.down_loss or 0.0)
+                     loss=min(e.down_loss or 0.0, loss_range(e)[1]))
+
+
+def loss_range(e: Estimate) -> tuple[list[float] | None, float]:
+    """The search's first losses and its largest: from the retransmissions' bounds (estimate.loss_bounds) when the
+    input times them (search.loss_ladder; at most the upper bound), else the search's own grid and the lab's limit."""
+    if e.down_loss_max is None or e.down_loss_steady is None:
+        return None, MAX_LOSS
+    return loss_ladder(e.down_loss_steady, e.down_loss_max), e.down_loss_max
 
 
 def fitted(e: Estimate, c: Candidate) -> Estimate:
@@ -63,6 +72,8 @@ def _observed(o: Observed) -> dict[str, float]:
     out = {"throughput_bps": o.throughput_bps, "p50_rtt_s": o.p50_rtt_s}
     if o.retransmit_rate is not None:
         out["retransmit_rate"] = o.retransmit_rate
+    if o.retransmits is not None and o.segments is not None:
+        out["retransmits"], out["segments"] = o.retransmits, o.segments
     return out
 
 
@@ -100,6 +111,12 @@ def error_rows(real: Result, best: Tried) -> list[list[str]]:
 ERROR_COLUMNS = ["sender", "real Mbit/s", "fitted Mbit/s", "error", "real p50 RTT ms", "fitted p50 RTT ms", "error"]
 
 
-def describe(c: Candidate) -> str:
-    return (f"rate {c.rate_bps / 1e6:.3f} Mbit/s, RTT {c.rtt_s * 1000:.2f} ms, queue {c.queue_bytes} B, "
-            f"loss {c.loss:.4%}")
+def describe(c: Candidate, e: Estimate | None = None) -> str:
+    """A candidate in words; with its estimate, a downlink rate trace says so (the rate is that trace scaled to
+    this mean) and jitter is named when there is some."""
+    if e is not None and e.down_trace_ms:
+        rate = f"rate trace ({e.down_trace_ms[-1] / 1000:g} s) scaled to mean {c.rate_bps / 1e6:.3f} Mbit/s"
+    else:
+        rate = f"rate {c.rate_bps / 1e6:.3f} Mbit/s"
+    jitter = f", jitter {e.jitter_s * 1000:.2f} ms" if e is not None and e.jitter_s else ""
+    return f"{rate}, RTT {c.rtt_s * 1000:.2f} ms{jitter}, queue {c.queue_bytes} B, loss {c.loss:.4%}"

@@ -6,18 +6,24 @@ sender over each candidate link (in the lab: a sweep of those senders on that li
 returns, per candidate, each sender's throughput and p50 RTT under load, or None for a candidate that could not be
 measured (kept among the tried ones with an infinite error, never chosen: a failure is censored, not dropped).
 
-- Objective, per sender: ln(throughput / real)^2 + ln(p50 RTT / real)^2 (relative, symmetric, smooth), plus
-  ln(retransmission rate / real)^2 when the real path's input says the sender's retransmissions (iperf3's sender
-  side does; rates under RETX_FLOOR count as it): throughput and delay alone leave random loss loose (BBR hardly
-  answers it, cubic's 10 s runs vary by a third), while a loss-based sender's throughput, the held-out one's, hangs
-  on it (a hidden link with 0.136 % loss, fitted at 0.039 % from throughput and delay: Reno 14.7 Mbit/s against
-  2.1); the lab reproduces retransmissions from overflow and from random loss alike, so the split between them need
-  not be known. A
+- Objective, per sender: ln(throughput / real)^2 + ln(p50 RTT / real)^2 (relative, symmetric, smooth), plus the
+  retransmission rates' (w ln(rate / real))^2 when the real path's input says the sender's retransmissions (iperf3's
+  sender side does; rates under RETX_FLOOR count as it): throughput and delay alone leave random loss loose (BBR
+  hardly answers it), while a loss-based sender's throughput, the held-out one's, hangs on it; the lab reproduces
+  retransmissions from overflow and from random loss alike, so the split between them need not be known. The weight
+  w = SIGMA_RUN / sigma is the ratio of the noise of one run's throughput and RTT (SIGMA_RUN) to the rate's own:
+  sigma^2 = SIGMA_RETX^2 + 1/(n_real + 1) + 1/(n_got + 1) with the counts n (Poisson) when both say them, else
+  SIGMA_RETX alone. Unweighted, a rate from 3 retransmissions (BBR after start-up on a hidden link with 0.098 %
+  loss) outweighed every other term: the fit took 0.028 % and Reno got 3.8 times the hidden link's throughput
+  (results/reference/calibrate-20261126, link 9; the repeat noise there, candidates within 1.2 % in every parameter:
+  one run's ln throughput 0.01-0.14, ln p50 RTT 0.01-0.08, ln retransmission rate 0.03-0.75). A
   candidate's error is the mean over the senders (each weighs the same, however fast). A sender the candidate's
   result lacks counts as infinite. What is reported per sender is the relative error of each (relative_errors).
 - Search: Levenberg-Marquardt in log space over the downlink's rate, the RTT, the queue and the random loss, on
   the residuals ln(got / real) of every sender's throughput and delay, from the best of the first estimates
-  and the same link with other random losses (START_LOSSES: none, 0.01, 0.1 and 1 %). Each round
+  and the same link with other random losses (`losses`: the caller's, from the evidence, e.g. loss_ladder of its
+  bounds; else START_LOSSES: none, 0.01, 0.1 and 1 %), the random loss kept at most `max_loss` (the evidence's
+  upper bound: random loss cannot exceed the retransmissions). Each round
   measures one batch of 4 neighbours (each parameter x e^step: the Jacobian by forward differences), then one batch
   of 3 steps with 3 dampings (parallel labs measure a batch together), and moves to the best step if it lowers the
   error (less damping next), else damps more. It is a local search: it refines first estimates, it does not explore
@@ -66,17 +72,36 @@ class Observed:
     p50_rtt_s: float
     #: retransmitted segments per data segment sent (the sender's count; None when the input does not say)
     retransmit_rate: float | None = None
+    #: the counts the rate is of (retransmitted segments, data segments), when known: its noise
+    retransmits: int | None = None
+    segments: float | None = None
 
 
 #: Retransmission rates below this count as this (0.01 %): a run with none and a run with a few are the same path.
 RETX_FLOOR = 1e-4
+#: The noise (sd of the log) of one 10 s run's throughput and p50 RTT, and of its retransmission rate beyond the
+#: counts' own (Poisson) noise: the committed benchmark's repeats (candidates within 1.2 % in every parameter,
+#: results/reference/calibrate-20261126) gave 0.01-0.14 and 0.01-0.08 for the first two, 0.03-0.2 for a rate of
+#: hundreds of retransmissions.
+SIGMA_RUN = 0.05
+SIGMA_RETX = 0.2
+
+
+def retx_weight(real: Observed, got: Observed) -> float:
+    """SIGMA_RUN over the noise of ln(got / real) of the retransmission rates (the module's rule)."""
+    var = SIGMA_RETX ** 2
+    if real.retransmits is not None and got.retransmits is not None:
+        var += 1 / (real.retransmits + 1) + 1 / (got.retransmits + 1)
+    return SIGMA_RUN / math.sqrt(var)
 
 
 def _retx_term(real: Observed, got: Observed) -> float | None:
-    """ln(got / real) of the retransmission rates (each at least RETX_FLOOR); None unless both say theirs."""
+    """w ln(got / real) of the retransmission rates (each at least RETX_FLOOR; w: retx_weight); None unless both
+    say theirs."""
     if real.retransmit_rate is None or got.retransmit_rate is None:
         return None
-    return math.log(max(got.retransmit_rate, RETX_FLOOR) / max(real.retransmit_rate, RETX_FLOOR))
+    return retx_weight(real, got) * math.log(max(got.retransmit_rate, RETX_FLOOR)
+                                             / max(real.retransmit_rate, RETX_FLOOR))
 
 
 Result = Mapping[str, Observed]
@@ -129,18 +154,18 @@ def _vector(c: Candidate) -> list[float]:
     return [math.log(c.rate_bps), math.log(c.rtt_s), math.log(c.queue_bytes), math.log(max(c.loss, LOSS_FLOOR))]
 
 
-def _candidate(x: Sequence[float]) -> Candidate:
+def _candidate(x: Sequence[float], max_loss: float = MAX_LOSS) -> Candidate:
     loss = math.exp(x[3])
     return _within(Candidate(rate_bps=math.exp(x[0]), rtt_s=math.exp(x[1]), queue_bytes=round(math.exp(x[2])),
-                             loss=0.0 if loss <= LOSS_FLOOR * 1.0001 else loss))
+                             loss=0.0 if loss <= LOSS_FLOOR * 1.0001 else loss), max_loss)
 
 
-def _within(c: Candidate) -> Candidate:
-    """`c` with each parameter brought within the lab's limits."""
+def _within(c: Candidate, max_loss: float = MAX_LOSS) -> Candidate:
+    """`c` with each parameter brought within the lab's limits (and the loss within `max_loss`)."""
     return Candidate(rate_bps=min(MAX_RATE_BPS, max(MIN_RATE_BPS, c.rate_bps)),
                      rtt_s=min(MAX_RTT_S, max(MIN_RTT_S, c.rtt_s)),
                      queue_bytes=min(MAX_QUEUE_BYTES, max(MIN_QUEUE_BYTES, c.queue_bytes)),
-                     loss=min(MAX_LOSS, max(0.0, c.loss)))
+                     loss=min(MAX_LOSS, max_loss, max(0.0, c.loss)))
 
 
 def _key(c: Candidate) -> tuple[float, ...]:
@@ -193,15 +218,19 @@ class _Runner:
 
 
 def search(real: Result, start: Candidate, measure: Measure, budget: int = 40, step: float = 0.1,
-           min_step: float = 0.005, progress: Callable[[Fit], None] | None = None) -> Fit:
+           min_step: float = 0.005, progress: Callable[[Fit], None] | None = None,
+           losses: Sequence[float] | None = None, max_loss: float = MAX_LOSS) -> Fit:
     """The candidate link nearest to the real path (see the module's docstring); every candidate measured is kept
     in `tried`, in the order measured."""
     if budget < 1:
         raise ValueError("budget must be at least 1")
-    start = _within(start)
+    if not 0 <= max_loss <= MAX_LOSS:
+        raise ValueError(f"max_loss must be within 0..{MAX_LOSS}")
+    start = _within(start, max_loss)
     fit = Fit(best=Tried(start, None, math.inf, {}))
     runner = _Runner(real, measure, budget, fit)
-    first = [t for t in runner.run(_starts(start)) if t is not None and t.result is not None]
+    first = [t for t in runner.run(_starts(start, START_LOSSES if losses is None else losses, max_loss))
+             if t is not None and t.result is not None]
     here = min(first, key=lambda t: t.error, default=None)
     damping = 1.0
     while True:
@@ -212,12 +241,12 @@ def search(real: Result, start: Candidate, measure: Measure, budget: int = 40, s
             fit.stopped = f"budget of {budget} candidates spent"
             break
         x = np.array(_vector(here.candidate))
-        jac = _jacobian(runner, real, x, r0, step)
+        jac = _jacobian(runner, real, x, r0, step, max_loss)
         if jac is None:
             fit.stopped = f"budget of {budget} candidates spent"
             break
         moves = [_lm_step(jac, r0, damping * f) for f in DAMPINGS]
-        trials = runner.run([_candidate(x + d) for d in moves])
+        trials = runner.run([_candidate(x + d, max_loss) for d in moves])
         fit.rounds += 1
         ok = [(t, f) for t, f in zip(trials, DAMPINGS, strict=True) if t is not None]
         best = min(ok, key=lambda tf: tf[0].error, default=None)
@@ -248,15 +277,31 @@ START_LOSSES = (0.0, 1e-4, 1e-3, 1e-2)
 LOSS_NEAR = 3.0
 
 
-def _starts(start: Candidate) -> list[Candidate]:
-    """The first batch: the first estimates, and the same link with each START_LOSSES loss not near the estimate's;
-    the search goes on from the best of them (also when the estimates themselves could not be measured)."""
-    def near(loss: float) -> bool:
-        if loss == 0 or start.loss == 0:
-            return loss == start.loss
-        return 1 / LOSS_NEAR < loss / start.loss < LOSS_NEAR
+def loss_ladder(point: float, upper: float) -> list[float]:
+    """The first batch's losses from the evidence (estimate.loss_bounds): none, the upper bound, the point, and
+    the upper bound / 3, / 9 and / 27 (each at least LOSS_FLOOR x 10; _starts drops those within LOSS_NEAR of one
+    before): the bounds' range at every factor of 3 (a loss-based sender's throughput goes as 1 / sqrt(loss): a
+    factor 1.7 between neighbours), where START_LOSSES spans the lab's whole range at factors of 10."""
+    if not 0 <= point <= upper:
+        raise ValueError("need 0 <= point <= upper")
+    return [0.0, *(x for x in (upper, point, upper / 3, upper / 9, upper / 27) if x >= LOSS_FLOOR * 10)]
 
-    return [start, *(Candidate(start.rate_bps, start.rtt_s, start.queue_bytes, k) for k in START_LOSSES if not near(k))]
+
+def _starts(start: Candidate, losses: Sequence[float] = START_LOSSES, max_loss: float = MAX_LOSS
+            ) -> list[Candidate]:
+    """The first batch: the first estimates, and the same link with each of `losses` (at most `max_loss`) not near
+    the estimate's or one before it; the search goes on from the best of them (also when the estimates themselves
+    could not be measured)."""
+    def near(loss: float, other: float) -> bool:
+        if loss == 0 or other == 0:
+            return loss == other
+        return 1 / LOSS_NEAR < loss / other < LOSS_NEAR
+
+    kept = [start.loss]
+    for k in (min(max_loss, x) for x in losses):
+        if not any(near(k, o) for o in kept):
+            kept.append(k)
+    return [start, *(Candidate(start.rate_bps, start.rtt_s, start.queue_bytes, k) for k in kept[1:])]
 
 
 #: The damping factors tried in one batch each round (x the current one): parallel labs measure them together.
@@ -264,10 +309,11 @@ DAMPINGS = (0.1, 1.0, 10.0)
 MAX_MOVE = 1.0  # at most a factor e per parameter in one step
 
 
-def _jacobian(runner: _Runner, real: Result, x: np.ndarray, r0: np.ndarray, step: float) -> np.ndarray | None:
+def _jacobian(runner: _Runner, real: Result, x: np.ndarray, r0: np.ndarray, step: float,
+              max_loss: float = MAX_LOSS) -> np.ndarray | None:
     """Forward differences, one candidate per parameter (one batch); a parameter whose neighbour could not be
     measured is held this round (its column 0). None when the budget ran out."""
-    probes = [_candidate(x + step * np.eye(len(x))[k]) for k in range(len(x))]
+    probes = [_candidate(x + step * np.eye(len(x))[k], max_loss) for k in range(len(x))]
     tried = runner.run(probes)
     if any(t is None for t in tried):
         return None

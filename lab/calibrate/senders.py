@@ -8,8 +8,10 @@ user's iperf3 JSON and a flow read from the lab's iperf3 JSON are reduced the sa
   by default), so at 2 Mbit/s its 1 s intervals are multiples of 1.05 Mbit/s, zeros among them, and a median of
   eight moves in those steps (the lab's own runs read 16 KiB: lab/run/calibration.py download_argv);
 - p50 RTT under load: the median of its RTT samples after its start-up (all of them when none is later);
-- retransmission rate: the sender's retransmitted segments over the data segments of the whole run (None when the
-  input does not count them);
+- retransmission rate: the sender's retransmitted segments after its start-up over the data segments then (as the
+  throughput: a slow start's overshoot, hundreds of retransmissions in one event, would swamp the steady state's
+  few; estimate.steady_retransmissions), with both counts, which the search weighs the rate's term by; over the
+  whole run when the input does not time them (None when it does not count them);
 - a sender: a download (the search fits the downlink) whose input says its congestion control and carries RTT
   samples (iperf3's sender-side JSON of a -R run, i.e. the server's; a capture does not say the server's congestion
   control). Two flows of one congestion control: the longer one.
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lab.calibrate.estimate import STARTUP_S, steady
+from lab.calibrate.estimate import STARTUP_S, steady, steady_retransmissions
 from lab.calibrate.measurements import Flow, Measurements, Way
 from lab.calibrate.search import Observed, Result
 from lab.errors import UsageError
@@ -49,9 +51,15 @@ def observed(flow: Flow) -> Observed | None:
     steady_rate = steady(flow)
     seconds = sum(b - a for a, b, _ in steady_rate)
     tput = sum((b - a) * r for a, b, r in steady_rate) / seconds if seconds > 0 else 0.0
-    retx = flow.retransmits / (flow.segments or max(1, round(flow.bytes / 1448))) \
-        if flow.retransmits is not None else None
-    return Observed(throughput_bps=tput, p50_rtt_s=median(rtts), retransmit_rate=retx) if tput > 0 else None
+    counts: tuple[int, float] | None = steady_retransmissions(flow)
+    if counts is None and flow.retransmits is not None:
+        counts = flow.retransmits, float(flow.segments or max(1, round(flow.bytes / 1448)))
+    if tput <= 0:
+        return None
+    if counts is None:
+        return Observed(throughput_bps=tput, p50_rtt_s=median(rtts))
+    return Observed(throughput_bps=tput, p50_rtt_s=median(rtts), retransmit_rate=counts[0] / counts[1],
+                    retransmits=counts[0], segments=round(counts[1], 1))
 
 
 def measured_senders(m: Measurements, where: str) -> tuple[dict[str, Sender], Result]:

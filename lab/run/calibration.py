@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from lab import config, docker, lock
 from lab.calibrate.scenario_file import Table
-from lab.calibrate.search import Candidate, Fit, Observed, Result, search
+from lab.calibrate.search import MAX_LOSS, Candidate, Fit, Observed, Result, search
 from lab.calibrate.senders import Sender, observed
 from lab.calibrate.tools import iperf3_flow
 from lab.errors import EnvironmentProblem, UsageError
@@ -163,13 +163,16 @@ def _wait_listening(container: str) -> None:
 
 def search_in_lab(senders: Mapping[str, Sender], real: Result, start_at: Candidate,
                   tables: Callable[[Candidate], tuple[Table, Table, Table]], budget: int,
-                  on_candidate: Callable[[int, Candidate, Result | None], None]) -> Fit:
+                  on_candidate: Callable[[int, Candidate, Result | None], None],
+                  losses: tuple[Sequence[float] | None, float] = (None, MAX_LOSS)) -> Fit:
     """The search (lab/calibrate/search.py) with this lab measuring, the lab held for the whole search; afterwards
-    (also after Ctrl-C or a failure) the lab's link is left unshaped and no sender runs."""
+    (also after Ctrl-C or a failure) the lab's link is left unshaped and no sender runs. `losses`: the first
+    batch's losses (None: the search's grid) and the largest (lab/calibrate/fit.py loss_range)."""
     with lock.holding():
         check_allowed(senders)
         try:
-            return search(real, start_at, LabMeasure(senders, tables, on_candidate), budget=budget)
+            return search(real, start_at, LabMeasure(senders, tables, on_candidate), budget=budget,
+                          losses=losses[0], max_loss=losses[1])
         finally:
             with contextlib.suppress(EnvironmentProblem):
                 shaper.apply(Link(), "linkem")

@@ -192,16 +192,23 @@ def images(names: list[str]) -> dict[str, dict[str, str]]:
     """The image of every container a sweep uses on this lab (the router and the implementations' containers):
     per container the image ID it runs and the name it was created from, read from Docker now (never cached)."""
     reg = registry()
-    containers = [config.ROUTER_CONTAINER, *dict.fromkeys(reg.implementations[n].container for n in names)]
+    found = container_images([config.ROUTER_CONTAINER,
+                              *dict.fromkeys(reg.implementations[n].container for n in names)])
+    return {config.INSTANCE.service(name): image for name, image in found.items()}
+
+
+def container_images(containers: list[str]) -> dict[str, dict[str, str]]:
+    """Per container (by its name, e.g. `quiclab-7-client`): the image ID it runs and the name it was created from,
+    read from Docker now; "unknown" with the reason when it cannot be inspected."""
     out: dict[str, dict[str, str]] = {}
     for name in dict.fromkeys(containers):
         try:
             c = docker.inspect_one(name)
         except docker.DockerError as e:
             why = e.reason(120)
-            out[config.INSTANCE.service(name)] = {"id": "unknown", "name": "", "error": why}
+            out[name] = {"id": "unknown", "name": "", "error": why}
             continue
-        out[config.INSTANCE.service(name)] = {"id": c.image, "name": c.config_image}
+        out[name] = {"id": c.image, "name": c.config_image}
     return out
 
 

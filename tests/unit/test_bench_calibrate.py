@@ -111,3 +111,48 @@ def test_the_docs_render_a_committed_calibrate_json_with_every_link_and_what_is_
     assert len(rows) == 2 and "| 10.00 / 9.50 | 5.0% |" in rows[0] and "| 10.00 / 10.40 | 4.0% |" in rows[1]
     assert "throughput error median 4.5%, worst 5.0%" in text  # the median of 5 % and 4 %
     assert "Not scored (not finished): links 2." in text and "old" not in text
+
+
+def test_meta_records_the_commit_and_each_labs_images(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """meta.json names what the benchmark ran from: the commit (a dirty tree's diff beside it) and per lab up the
+    image of its router, client and server (read from Docker: replaced here by a recorder); a resume adds its own."""
+    import re
+
+    from lab import instance
+    from lab.bench import calibration
+    from lab.run import environment
+
+    asked: list[list[str]] = []
+
+    def images(names: list[str]) -> dict[str, dict[str, str]]:
+        asked.append(names)
+        return {n: {"id": f"sha256:{len(n)}", "name": "quiclab-base"} for n in names}
+
+    monkeypatch.setattr(environment, "container_images", images)
+    own = config.INSTANCE.number
+    other = own + 1
+    out, _, meta, numbers = calibration.start(tmp_path / "b", None, 3, 35, 5, other, 2, {own, other})
+    doc = json.loads((out / calibration.META).read_text())
+    assert re.fullmatch(r"[0-9a-f]{40}", doc["git"]["commit"]) and isinstance(doc["git"]["dirty"], bool)
+    assert (out / "source.diff").is_file() == doc["git"]["dirty"]
+    want = [instance.parse(str(k)).container(c) for k in (own, other) for c in ("router", "client", "server")]
+    assert asked == [want] and sorted(doc["images"]) == sorted(want) and numbers == [own, other]
+    assert meta["git"] == doc["git"] and "resumed" not in doc
+    calibration.start(None, out, 3, 35, 5, other, 2, {own, other})
+    again = json.loads((out / calibration.META).read_text())
+    assert again["git"] == doc["git"] and len(again["resumed"]) == 1
+    assert sorted(again["resumed"][0]["images"]) == sorted(want)
+
+
+def test_the_fitted_column_says_when_the_rate_is_a_scaled_trace() -> None:
+    from lab.calibrate.estimate import Estimate
+    from lab.calibrate.fit import describe
+    from lab.calibrate.search import Candidate
+
+    c = Candidate(rate_bps=2.722e6, rtt_s=0.0534, queue_bytes=100891, loss=0.010896)
+    constant = Estimate(base_rtt_s=0.05, rtt_s=0.0534, down_rate_bps=2.8e6)
+    traced = constant.model_copy(update={"down_trace_ms": [10, 20, 30_000], "jitter_s": 0.002})
+    assert describe(c, constant) == describe(c) == ("rate 2.722 Mbit/s, RTT 53.40 ms, queue 100891 B, "
+                                                    "loss 1.0896%")
+    assert describe(c, traced) == ("rate trace (30 s) scaled to mean 2.722 Mbit/s, RTT 53.40 ms, jitter 2.00 ms, "
+                                   "queue 100891 B, loss 1.0896%")

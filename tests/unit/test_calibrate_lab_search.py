@@ -303,3 +303,19 @@ def test_a_senders_throughput_is_what_it_delivered_after_start_up_not_a_median_o
     counted = observed(flow.model_copy(update={"retransmits": 25, "segments": 2500}))
     assert counted is not None and counted.retransmit_rate == pytest.approx(0.01)
     assert calibration.download_argv(Sender("cubic", "down", 10))[-6:-4] == ["-l", "16K"]
+
+
+def test_a_senders_retransmission_rate_is_after_its_start_up_with_its_counts() -> None:
+    """As its throughput: a slow start's overshoot (101 retransmissions in one event, cubic on the benchmark's link 9)
+    would swamp the steady state's few; the counts go with the rate (the search weighs its term by them)."""
+    from lab.calibrate.measurements import Flow
+    from lab.calibrate.senders import observed
+
+    retx = [1.5] * 101 + [2.5] * 16 + [3.5] * 7
+    flow = Flow(source="cubic.json", label="iperf3 cubic", cc="cubic", duration_s=10, bytes=12_500_000,
+                rate=[(i, i + 1, 10e6) for i in range(10)], rtt=[(i + 0.5, 0.15) for i in range(10)],
+                retransmits=len(retx), retransmit_times_s=retx, segments=8633)
+    got = observed(flow)
+    segments = 8 * 10e6 / 8 / 1448
+    assert got is not None and got.retransmits == 23 and got.segments == pytest.approx(segments, abs=0.1)
+    assert got.retransmit_rate == pytest.approx(23 / segments)  # 0.33 %, not the whole run's 1.44 %
