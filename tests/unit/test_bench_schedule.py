@@ -72,10 +72,11 @@ def test_two_labs_each_measure_and_calibrate_and_never_a_link_on_the_lab_that_me
 
 
 def test_the_estimate_is_what_the_schedule_does_with_the_jobs_expected_times() -> None:
-    # per hidden side 100 s; per calibration 30 candidates x 30 s + the held-out sender (2 x 10 s)
-    assert calibration.estimate_s(10, 1, 30) == 100 + 10 * 920  # 2.6 h: one lab per role
-    assert calibration.estimate_s(10, 2, 30) == 10 * 100 / 2 + 5 * 920  # 1.4 h on two labs
-    assert calibration.estimate_s(11, 2, 30) == 11 * 100 / 2 + 6 * 920  # the odd link waits for a lab
+    # per hidden side 50 s; per calibration 30 candidates x 24 s + the held-out sender (2 x 10 s)
+    assert calibration.estimate_s(10, 1, 30) == 50 + 10 * 740  # 2.1 h: one lab per role
+    assert calibration.estimate_s(10, 2, 30) == 10 * 50 / 2 + 5 * 740  # 1.1 h on two labs
+    assert calibration.estimate_s(11, 2, 30) == 11 * 50 / 2 + 6 * 740  # the odd link waits for a lab
+    assert calibration.estimate_s(10, 2, 20) == 10 * 50 / 2 + 5 * 500  # 46 min: the committed run's budget took 36
 
 
 def test_three_labs_wait_for_a_link_in_flight_and_stop_when_nothing_can_come() -> None:
