@@ -271,10 +271,10 @@ def search(real: Result, start: Candidate, measure: Measure, budget: int = 40, s
 #: estimate then misreads: lossless LTE trace links were estimated at 3.9-6.7 %), and it is what sets loss-based
 #: senders apart from BBR on a constant link, while a local search does not leave a loss that is far off, or none
 #: (its forward differences drown in the noise of 10 s runs: on the lossless TMobile link it stayed at no loss with
-#: cubic and BBR alike, where the real path gave cubic 14 and BBR 26 Mbit/s). A grid point within a factor
-#: LOSS_NEAR of the estimate is left out.
+#: cubic and BBR alike, where the real path gave cubic 14 and BBR 26 Mbit/s). A loss within a factor LOSS_NEAR of
+#: the estimate's, or of one kept before it, is left out (2.5: loss_ladder's neighbours, a factor 3 apart, stay).
 START_LOSSES = (0.0, 1e-4, 1e-3, 1e-2)
-LOSS_NEAR = 3.0
+LOSS_NEAR = 2.5
 
 
 def loss_ladder(point: float, upper: float) -> list[float]:
