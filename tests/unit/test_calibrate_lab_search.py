@@ -319,3 +319,34 @@ def test_a_senders_retransmission_rate_is_after_its_start_up_with_its_counts() -
     segments = 8 * 10e6 / 8 / 1448
     assert got is not None and got.retransmits == 23 and got.segments == pytest.approx(segments, abs=0.1)
     assert got.retransmit_rate == pytest.approx(23 / segments)  # 0.33 %, not the whole run's 1.44 %
+
+
+def test_the_benchmarks_calibration_keeps_to_the_evidence_on_a_committed_links_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's calibrate job (lab/bench/calibration.py calibrate_one) on the user's files of the committed
+    run's link 9 (results/reference/calibrate-20261126: 0.098 % random loss), the lab replaced by a recorder that
+    answers every sender alike: the wiring from the files to the search. Its first candidates are the start held at
+    the retransmissions' bound and that bound's ladder, no candidate has more loss than the bound, fit.json keeps the
+    counts, and the fitted column names the link without jitter (the pings' tail is not jitter)."""
+    import contextlib
+
+    from lab.bench.calibration import calibrate_one, hidden_files
+
+    hidden = config.ROOT / "results" / "reference" / "calibrate-20261126" / "link-9" / "hidden"
+    e = estimate(probe(hidden_files(hidden)), "m", "auto")
+    assert e.down_loss_max is not None and e.jitter_s == 0.0
+    applied: list[object] = []
+    monkeypatch.setattr(calibration.lock, "holding", lambda *_a, **_k: contextlib.nullcontext())
+    monkeypatch.setattr(calibration, "check_allowed", lambda _s: None)
+    monkeypatch.setattr(calibration.shaper, "apply", lambda lk, _b: applied.append(lk))
+    monkeypatch.setattr(calibration, "run_sender", lambda s, _at=None: Observed(
+        11e6, 0.16, 0.001, retransmits=8, segments=8000.0))
+    seen: list[Candidate] = []
+    got = calibrate_one(hidden, tmp_path, 6, lambda _i, c, _r: seen.append(c))
+    assert got["candidates"] == len(seen) == 6 and got["why"] == "" and got["fitted_tput_bps"] == 11e6
+    assert got["fitted"].startswith("rate 11.555 Mbit/s, RTT 153.00 ms, queue ")  # no jitter named
+    assert [c.loss for c in seen[:3]] == [pytest.approx(0.000283, rel=0.01), 0.0, e.down_loss_max]
+    assert max(c.loss for c in seen) <= e.down_loss_max
+    doc = json.loads((tmp_path / "m" / fits.FILE).read_text())
+    assert doc["real"]["bbr"]["retransmits"] == 3 and doc["real"]["cubic"]["retransmits"] == 23
+    assert doc["tried"][0]["result"]["bbr"]["segments"] == 8000.0
