@@ -205,11 +205,12 @@ def steady_retransmissions(flow: Flow) -> tuple[int, float] | None:
     without them or without delivery after start-up. The segments: the payload delivered then over a full segment."""
     if flow.retransmit_times_s is None or not flow.rate:
         return None
-    skip = min(STARTUP_S, flow.duration_s / 4)
-    delivered = sum((b - a) * r for a, b, r in steady(flow)) / 8
+    rest = steady(flow)
+    delivered = sum((b - a) * r for a, b, r in rest) / 8
     if delivered <= 0:
         return None
-    return sum(1 for t in flow.retransmit_times_s if t >= skip), delivered / 1448
+    since = rest[0][0]  # the intervals' own start: iperf3 times a retransmission at its interval's midpoint
+    return sum(1 for t in flow.retransmit_times_s if t >= since), delivered / 1448
 
 
 def loss_bounds(flows: Sequence[Flow]) -> tuple[float, float] | None:

@@ -196,6 +196,10 @@ def test_random_loss_is_bounded_by_the_retransmissions_after_start_up() -> None:
     assert (e.down_loss_steady, e.down_loss_max) == (point, upper)
     assert any(n.startswith("random loss at most") for n in e.notes)
     assert loss_bounds([bbr.model_copy(update={"retransmit_times_s": None})]) is None  # not timed: no bound
+    five = Flow(source="c.json", label="iperf3 cubic", cc="cubic", duration_s=5, bytes=6_250_000,
+                rate=[(i, i + 1, 10e6) for i in range(5)], rtt=[(i + 0.5, 0.15) for i in range(5)],
+                retransmits=9, retransmit_times_s=[0.5] * 4 + [1.5] * 4 + [3.5])
+    assert steady_retransmissions(five) == (1, pytest.approx(3 * 10e6 / 8 / 1448))  # as its rate: from 2 s
 
 
 def test_the_lab_search_starts_within_the_evidence() -> None:
