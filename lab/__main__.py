@@ -1,5 +1,6 @@
 """The `quiclab` command's entry point (also `python -m lab`). Importing the CLI takes a moment; a Ctrl-C during
-it ends with the same one line as anywhere else, never a traceback."""
+it ends with the same one line as anywhere else, never a traceback. Every exit after a Ctrl-C has status 130 (see
+signals.exit_after_interrupt for why that takes more than sys.exit)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,18 @@ def run() -> None:
 
     try:
         from lab.cli import main
-    except KeyboardInterrupt:
+    except BaseException as e:  # only a Ctrl-C (or an error it caused) is handled; the rest is raised again
+        if not signals.caused_by_interrupt(e):
+            raise
         signals.ignore_further_interrupts()  # a second Ctrl-C while exiting: still 130, see cli.main
         sys.stderr.write("error: interrupted\n")
-        sys.exit(130)
-    main()
+        signals.exit_after_interrupt()
+    try:
+        main()
+    except SystemExit as e:
+        if e.code == 130:  # cli.main has said "interrupted" (and how to resume)
+            signals.exit_after_interrupt()
+        raise
 
 
 if __name__ == "__main__":

@@ -6,15 +6,21 @@ cleanly; a record being written is never cut in half; an exit after Ctrl-C stays
 - `held_signals` / `deferred_interrupt`: hold the signals over a block that must finish (a record's write, undoing
   a fault), then raise;
 - `terminate_as_interrupt`: SIGTERM raises KeyboardInterrupt like Ctrl-C (parallel labs' workers and coordinator);
-- `ignore_further_interrupts`: once the process is exiting with 130, a second Ctrl-C cannot turn it into -2."""
+- `ignore_further_interrupts`: once the process is exiting with 130, a second Ctrl-C cannot turn it into -2;
+- `exit_after_interrupt`: the one way a process ends after Ctrl-C (exit status 130, never -2);
+- `caused_by_interrupt`: whether an exception is a Ctrl-C, or wraps one (Python 3.11 wraps a Ctrl-C that lands in a
+  class body's `__set_name__` in a RuntimeError)."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 
 def _main_thread() -> bool:
@@ -101,3 +107,30 @@ def ignore_further_interrupts() -> None:
     second signal landing in it would otherwise end the process by SIGINT (exit status -2) instead of 130."""
     if _main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def exit_after_interrupt(code: int = 130) -> NoReturn:
+    """End the process after a Ctrl-C with exit status CODE: further Ctrl-Cs ignored, the atexit handlers run (agents
+    closed), stdout and stderr flushed, then os._exit. Not sys.exit: CPython 3.11 remembers a Ctrl-C that passed
+    through exec() of a string (dataclasses and namedtuple build their methods so while a module imports) and then
+    ends the process by SIGINT (exit status -2) whatever status sys.exit asked for."""
+    ignore_further_interrupts()
+    try:
+        atexit._run_exitfuncs()  # (what interpreter shutdown would run; os._exit skips it)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+
+def caused_by_interrupt(error: BaseException) -> bool:
+    """Whether ERROR is a Ctrl-C (KeyboardInterrupt) or was raised by one on its way (its cause or context chain)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False

@@ -411,4 +411,4 @@ if __name__ == "__main__" and sys.argv[1:2] in (["hidden"], ["calibrate"]):
     try:
         (_hidden_side if sys.argv[1] == "hidden" else _calibrate_side)(json.loads(sys.argv[2]))
     except KeyboardInterrupt:
-        sys.exit(130)
+        signals.exit_after_interrupt()

@@ -367,8 +367,12 @@ def test_rebinding_quic_survives_with_path_validation_tcp_breaks_with_its_reason
             assert doc["flow_began_s"] < doc["applied_s"] <= doc["server_saw_new_path_s"], doc
     doc = json.loads(quic.path_change)
     assert quic.status == "ok" and doc["outcome"] == "survived", (quic.failure, doc, len(broke))
-    server_side = doc["path_frames_server_side"]
-    assert server_side["server_challenge"] >= 1 and server_side["client_response"] >= 1, doc
+    server_side, client_side = doc["path_frames_server_side"], doc["path_frames_client_side"]
+    # nginx challenged the new path (its side's capture) and the client answered: counted on either capture (the CI
+    # of 2026-11-26 had a surviving run whose server-side capture showed the 2 challenges but no response, while a
+    # transfer that survives 5 MB past the change cannot have stayed under nginx's 3x anti-amplification limit)
+    assert server_side["server_challenge"] >= 1, doc
+    assert max(server_side["client_response"], client_side["client_response"]) >= 1, doc
     curl_quic = json.loads(by[("h3", "curl")].path_change)
     assert curl_quic["outcome"] == ("survived" if by[("h3", "curl")].status == "ok" else "broken")
     tcp = by[("h2", "curl")]

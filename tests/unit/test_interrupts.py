@@ -3,12 +3,16 @@ was cut short or that the lab (not the transport) failed."""
 
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import typer
 
 import lab.cli as cli
+from lab import signals
 from lab.run import runner
 
 
@@ -165,3 +169,58 @@ def test_the_lab_is_judged_by_the_containers_the_run_uses(monkeypatch: pytest.Mo
     (names,) = asked
     assert config.ROUTER_CONTAINER in names and config.CLIENT_CONTAINER in names and config.SERVER_CONTAINER in names
     assert not any("browser" in n for n in names)
+
+
+_AFTER_A_CTRL_C_IN_EXEC = """
+import sys, types
+{setup}
+try:  # how dataclasses and namedtuple build methods while a module imports: a Ctrl-C passes through exec() of a
+    exec("raise KeyboardInterrupt")  # string (the last such exec before the exit: each one resets CPython's mark)
+except KeyboardInterrupt:
+    pass
+from lab.__main__ import run
+run()
+"""
+
+
+def _entry_point(tmp_path: Path, setup: str) -> subprocess.CompletedProcess[str]:
+    """The entry point run as `python -m` (as the lab tests and `uv run python -m lab` do: only then does CPython
+    turn its mark into an exit by SIGINT; a script's sys.exit exits at once)."""
+    (tmp_path / "entry_probe.py").write_text(_AFTER_A_CTRL_C_IN_EXEC.format(setup=setup))
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)])}
+    return subprocess.run([sys.executable, "-m", "entry_probe"], capture_output=True, text=True, timeout=60,
+                          cwd=root, env=env)
+
+
+def test_the_entry_point_exits_130_after_a_ctrl_c_that_passed_through_exec(tmp_path):
+    """CPython 3.11 remembers a KeyboardInterrupt that left exec() of a string and then ends the process by SIGINT
+    (-2) whatever sys.exit asked for: the CI's ten-interrupts lab test met it when a Ctrl-C landed while the CLI
+    imported. The entry point's interrupted exit must still be 130."""
+    done = _entry_point(tmp_path, "import lab.cli\nlab.cli.main = lambda: sys.exit(130)")
+    assert done.returncode == 130, (done.returncode, done.stderr)
+
+
+def test_a_ctrl_c_wrapped_by_an_import_error_exits_130_with_one_line(tmp_path):
+    """Python 3.11 wraps a Ctrl-C landing in a class body's __set_name__ (pydantic fields) in a RuntimeError: while
+    the CLI imports that is still an interrupt, not a traceback."""
+    setup = """
+def wrapped(name):
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as e:
+        raise RuntimeError("Error calling __set_name__ on 'Field' instance") from e
+cli = types.ModuleType("lab.cli")
+cli.__getattr__ = wrapped
+sys.modules["lab.cli"] = cli
+"""
+    done = _entry_point(tmp_path, setup)
+    assert (done.returncode, done.stderr) == (130, "error: interrupted\n")
+
+
+def test_caused_by_interrupt_follows_the_cause_and_context_chain():
+    assert not signals.caused_by_interrupt(RuntimeError("no Ctrl-C on the way"))
+    chained = RuntimeError("outer")
+    chained.__cause__ = OSError("mid")
+    chained.__cause__.__context__ = KeyboardInterrupt()
+    assert signals.caused_by_interrupt(chained) and signals.caused_by_interrupt(KeyboardInterrupt())
