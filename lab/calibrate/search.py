@@ -311,9 +311,19 @@ MAX_MOVE = 1.0  # at most a factor e per parameter in one step
 
 def _jacobian(runner: _Runner, real: Result, x: np.ndarray, r0: np.ndarray, step: float,
               max_loss: float = MAX_LOSS) -> np.ndarray | None:
-    """Forward differences, one candidate per parameter (one batch); a parameter whose neighbour could not be
-    measured is held this round (its column 0). None when the budget ran out."""
-    probes = [_candidate(x + step * np.eye(len(x))[k], max_loss) for k in range(len(x))]
+    """Forward differences, one candidate per parameter (one batch); backward for a parameter at its upper limit
+    (the loss at or near `max_loss`: a forward step clipped to nothing holds it, to a sliver divides the runs' noise
+    by that sliver); a parameter whose
+    neighbour could not be measured is held this round (its column 0). None when the budget ran out."""
+    probes = []
+    for k in range(len(x)):
+        unit = np.eye(len(x))[k]
+        probe = _candidate(x + step * unit, max_loss)
+        if abs(_vector(probe)[k] - x[k]) < step / 2:
+            back = _candidate(x - step * unit, max_loss)
+            if abs(_vector(back)[k] - x[k]) > abs(_vector(probe)[k] - x[k]):
+                probe = back
+        probes.append(probe)
     tried = runner.run(probes)
     if any(t is None for t in tried):
         return None

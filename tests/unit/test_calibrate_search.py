@@ -209,5 +209,8 @@ def test_the_evidence_sets_the_first_losses_and_the_largest():
     assert lab.batches[0] == 4
     assert max(t.candidate.loss for t in fit.tried) <= 0.0012
     assert fit.best.candidate.loss == pytest.approx(0.0012)  # the hidden 0.2 % lies beyond: held at the bound
+    # the Jacobian's loss probe (the 4th of its batch) from the bound steps down (a step up would be clipped to nothing)
+    assert fit.tried[7].candidate.loss == pytest.approx(0.0012 * math.exp(-0.1))
+    assert fit.tried[4].candidate.rate_bps == pytest.approx(12e6 * math.exp(0.1))  # the others forward
     with pytest.raises(ValueError):
         loss_ladder(0.002, 0.001)
