@@ -313,8 +313,8 @@ def _jacobian(runner: _Runner, real: Result, x: np.ndarray, r0: np.ndarray, step
               max_loss: float = MAX_LOSS) -> np.ndarray | None:
     """Forward differences, one candidate per parameter (one batch); backward for a parameter at its upper limit
     (the loss at or near `max_loss`: a forward step clipped to nothing holds it, to a sliver divides the runs' noise
-    by that sliver); a parameter whose
-    neighbour could not be measured is held this round (its column 0). None when the budget ran out."""
+    by that sliver); a parameter whose neighbour could not be measured is held this round (its column 0). None when
+    the budget ran out."""
     probes = []
     for k in range(len(x)):
         unit = np.eye(len(x))[k]
