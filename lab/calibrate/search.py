@@ -23,8 +23,8 @@ measured (kept among the tried ones with an infinite error, never chosen: a fail
   the residuals ln(got / real) of every sender's throughput and delay, from the best of the first estimates
   and the same link with other random losses (`losses`: the caller's, from the evidence, e.g. loss_ladder of its
   bounds; else START_LOSSES: none, 0.01, 0.1 and 1 %), the random loss kept at most `max_loss` (the evidence's
-  upper bound: random loss cannot exceed the retransmissions). Each round
-  measures one batch of 4 neighbours (each parameter x e^step: the Jacobian by forward differences), then one batch
+  upper bound: random loss cannot exceed the retransmissions). Each round measures one batch of 4 neighbours
+  (each parameter x e^step, / e^step at its upper limit: the Jacobian by finite differences), then one batch
   of 3 steps with 3 dampings (parallel labs measure a batch together), and moves to the best step if it lowers the
   error (less damping next), else damps more. It is a local search: it refines first estimates, it does not explore
   far from them. It stops when a step moves every parameter by less than `min_step` (in log), when no step helps,
