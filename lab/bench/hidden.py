@@ -181,7 +181,9 @@ def markdown_doc(doc: dict[str, Any]) -> str:
     how = (f"Seed {doc.get('seed')}, {doc.get('links', len(scores))} hidden links, budget {doc.get('budget')} "
            f"candidates per search, measured senders {', '.join(doc.get('measured', []))}, held out "
            f"{doc.get('held_out', '?')}"
-           + (f"; labs {', '.join(map(str, labs))}" if isinstance(labs, list) else "") + ".")
+           + (f"; labs {', '.join(map(str, labs))}" if isinstance(labs, list) else "")
+           + (f"; commit {str(git.get('commit', '?'))[:7]}{' (uncommitted changes)' if git.get('dirty') else ''}"
+              if isinstance(git := doc.get("git"), dict) else "") + ".")
     left = doc.get("not_done") or []
     missing = f"\n\nNot scored (not finished): links {', '.join(map(str, left))}.\n" if left else ""
     body = markdown(scores, str(doc.get("held_out", "?"))) if scores else "No link scored.\n"

@@ -110,6 +110,9 @@ def test_the_docs_render_a_committed_calibrate_json_with_every_link_and_what_is_
     rows = [ln for ln in text.splitlines() if ln.startswith("| 0 |")]
     assert len(rows) == 2 and "| 10.00 / 9.50 | 5.0% |" in rows[0] and "| 10.00 / 10.40 | 4.0% |" in rows[1]
     assert "throughput error median 4.5%, worst 5.0%" in text  # the median of 5 % and 4 %
+    doc["git"] = {"commit": "0c606aa5" + "0" * 32, "dirty": False}
+    assert hidden.markdown_doc(doc).startswith("Seed 35, 3 hidden links, budget 30 candidates per search, measured "
+                                               "senders cubic, bbr, held out reno; labs 1, 2; commit 0c606aa.\n")
     assert "Not scored (not finished): links 2." in text and "old" not in text
 
 
