@@ -218,7 +218,8 @@ def _calibrate(links: int, hidden_lab: int | None, seed: int, budget: int, paral
     terminal.info(f"{n} hidden links ({left} to do), labs {', '.join(map(str, numbers))}: "
                   + ("each measures hidden links and calibrates others'" if both else
                      f"lab {hidden_lab} holds the hidden links, lab {config.INSTANCE.number} calibrates")
-                  + f"; budget {b} candidates each; about {est / 3600:.1f} h -> {_shown(out)}")
+                  + f"; budget {b} candidates each; about "
+                  + (f"{est / 3600:.1f} h" if est >= 3600 else f"{est / 60:.0f} min") + f" -> {_shown(out)}")
     try:
         done = calibration.run(out, drawn, meta, numbers, hidden_lab, both, set(labs_.labs_in_use()),
                                terminal.info)
