@@ -108,10 +108,8 @@ def section(reference: Path, link: str, doc: Path | None) -> str:
     m = f.matrix
     svg = _svg(f, _link_from(f, doc))
     heat = f"Heatmap: [{PLOTS}/{matrix.MATRIX_SVG}]({svg})" if svg else f"Heatmap: {_no_svg(f)}"
-    md = (f"; the table as the report wrote it: [{matrix.MATRIX_MD}]({_link_from(f, doc)}/{matrix.MATRIX_MD})"
-          if (f.path / matrix.MATRIX_MD).is_file() else "")
     why = matrix.why_lines(m, f.rel)  # commands run from the clone's root
-    out = [source_line(f.path, f.manifest, f.records, f.rel), "", f"{matrix.scope_line(m)} {heat}{md}.", "",
+    out = [source_line(f.path, f.manifest, f.records, f.rel), "", f"{matrix.scope_line(m)} {heat}.", "",
            md_table(matrix.table(m)), "", f"Needs a why. {matrix.why_intro(m)}", ""]
     out += [f"- {w}" for w in why] if why else ["- none"]
     return "\n".join(out) + "\n"
