@@ -1,8 +1,9 @@
 """The documents generated from committed data (`quiclab docs`): each target path and its text as the data says now.
 
 - docs/seeds.md: the whole file (lab/docgen/atlas.py and atlas_found.py, from docs/seeds.toml and results/reference/);
-- README.md and docs/results.md: the blocks between `<!-- generated: NAME -->` and `<!-- end generated: NAME -->`
-  (lab/docgen/blocks.py), the rest of those files written by hand;
+- README.md, docs/results.md, docs/link.md and docs/implementations.md: the blocks between
+  `<!-- generated: NAME -->` and `<!-- end generated: NAME -->` (lab/docgen/blocks.py), the rest of those files
+  written by hand;
 - docs/architecture.md: its layers diagram (block `layers`, lab/docgen/architecture.py, from lab/layers.py);
 - docs/explain.md: its worked examples' blocks `<!-- generated from SRC -->` (lab/explain/example.py);
 - docs/benchmarks.md (and the README's overhead sentence): the blocks `<!-- generated from SRC -->`, each a
@@ -10,7 +11,8 @@
   overhead.py, hidden.py for calibrate.json) or `sentence`;
 - results/reference/PRESET/summary.md of every sweep folder (what `quiclab report` writes there): their statistics
   depend on more than their own runs.csv (the Reno check's threshold comes from validate-reno), so a re-run of one
-  folder can change another's.
+  folder can change another's; a stack matrix's matrix.md too (also at the end of its summary.md; its commands name
+  the reference folder, not the one the sweep ran in).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from lab import config
 from lab.docgen import architecture, atlas_found, blocks
 from lab.errors import UsageError
 from lab.explain import example
-from lab.report.report import load_sweep, summary_text
+from lab.report.report import folder_texts, load_sweep
 
 _BLOCK = re.compile(r"(<!-- generated: ([a-z0-9-]+) -->\n)(.*?)(<!-- end generated: \2 -->)", re.DOTALL)
 
@@ -77,7 +79,7 @@ def outputs(root: Path = config.ROOT) -> dict[Path, str]:
     """Every generated file's path and its current text."""
     reference = root / "results" / "reference"
     out = {root / "docs" / "seeds.md": atlas_found.generate(root / "docs" / "seeds.toml", reference)}
-    for rel in ("README.md", "docs/results.md", "docs/link.md"):
+    for rel in ("README.md", "docs/results.md", "docs/link.md", "docs/implementations.md"):
         path = root / rel
         out[path] = _fill_benchmarks(
             fill_blocks(path.read_text(encoding="utf-8"), lambda name, at=path: blocks.render(name, reference, at),
@@ -93,7 +95,7 @@ def outputs(root: Path = config.ROOT) -> dict[Path, str]:
     for folder in sorted(p for p in reference.iterdir() if (p / "summary.md").is_file()):
         records, manifest = load_sweep(folder)
         if folder.name == manifest.get("preset"):  # a sweep folder (benchmark folders have their own reports)
-            out[folder / "summary.md"] = summary_text(records, manifest, (folder / "workloads.md").is_file())
+            out.update(folder_texts(folder, records, manifest))
     return out
 
 

@@ -75,7 +75,7 @@ class Cell:
     other_share: float | None = None  # ... and the competing flows'
     why: str = ""  # an explanation's reason (explain.json of one of its runs), when the folder has one
     why_run: str = ""  # that run
-    captured: str = ""  # a run of the cell with a client-side capture ("" when none)
+    captured: str = ""  # a run of the cell with a client-side capture in the folder ("" when none)
     loss_pct: float = 0.0
 
     @property
@@ -193,13 +193,17 @@ def make_cell(server: str, client: str, protocol: str, rs: Sequence[RunRecord], 
     shares = [_share(r) for r in rs if exclusion_reason(r) is None]
     mine = [a for a, _ in shares if a is not None]
     theirs = [b for _, b in shares if b is not None]
-    captured = next((r.run_key for r in rs if any(Path(p).name == "client-side.pcap" for p in r.evidence.split())),
-                    "")
+    captured = next((r.run_key for r in rs if any(_pcap_here(p, folder) for p in r.evidence.split())), "")
     why, why_run = _explained(folder, rs) if folder is not None else ("", "")
     return Cell(server, client, protocol, status, n, s.n_censored, s.n_excluded, rate, quantile(obs, 0.5),
                 median_ci(obs), _failure(rs), keys, share=median(mine) if mine else None,
                 other_share=median(theirs) if theirs else None, why=why, why_run=why_run, captured=captured,
                 loss_pct=loss)
+
+
+def _pcap_here(path: str, folder: Path | None) -> bool:
+    """A run's client-side capture, still in the folder (a reference folder keeps no captures: lab/results/publish)."""
+    return Path(path).name == "client-side.pcap" and (folder is None or (folder / path).is_file())
 
 
 def _explained(folder: Path, rs: Sequence[RunRecord]) -> tuple[str, str]:
@@ -345,17 +349,25 @@ def why_lines(m: Matrix, folder: str) -> list[str]:
     return out
 
 
-def markdown(m: Matrix, folder: str) -> str:
+def scope_line(m: Matrix) -> str:
+    """What the matrix holds and what its efficiency is relative to (matrix.md's first line, the docs' too)."""
     rate = next((c.rate_bps for c in [*m.cells.values(), *m.baselines] if c.rate_bps), None)
-    lines = [f"# Stack matrix: {m.link} link", "",
-             f"{len(m.servers)} servers x {len(m.clients)} clients over HTTP/3, {len(m.baselines)} TCP baselines; "
-             f"efficiency = goodput / {sig3(rate / 1e6) if rate else NA} Mbit/s (the downlink rate). "
-             "The heatmap: plots/matrix.svg.", "", NOTE, "", md_table(table(m)), ""]
-    why = why_lines(m, folder)
+    return (f"{len(m.servers)} servers x {len(m.clients)} clients over HTTP/3, {len(m.baselines)} TCP baselines; "
+            f"efficiency = goodput / {sig3(rate / 1e6) if rate else NA} Mbit/s (the downlink rate).")
+
+
+def why_intro(m: Matrix) -> str:
+    """What the "needs a why" list holds."""
     low = f", and cells under efficiency {WHY_EFFICIENCY} at 0 % loss" if m.link == WHY_LINK else ""
-    lines += ["## Needs a why", "",
-              f"Cells that failed{low}"
-              " (`quiclab explain` tells handshake, loss recovery, receiver or flow-control limits, pacing/CC and "
-              "application limits from a captured run; docs/explain.md):", ""]
+    return (f"Cells that failed{low}"
+            " (`quiclab explain` tells handshake, loss recovery, receiver or flow-control limits, pacing/CC and "
+            "application limits from a captured run; docs/explain.md):")
+
+
+def markdown(m: Matrix, folder: str) -> str:
+    lines = [f"# Stack matrix: {m.link} link", "", f"{scope_line(m)} The heatmap: plots/matrix.svg.", "", NOTE, "",
+             md_table(table(m)), ""]
+    why = why_lines(m, folder)
+    lines += ["## Needs a why", "", why_intro(m), ""]
     lines += [f"- {w}" for w in why] if why else ["- none"]
     return "\n".join(lines) + "\n"

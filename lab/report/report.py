@@ -113,9 +113,25 @@ def write_matrix(folder: Path, records: list[RunRecord], doc: Mapping[str, Any])
     text = matrix.markdown(m, shown_folder(folder))
     write_atomic(md, text)
     summary = folder / SUMMARY
-    write_atomic(summary, summary.read_text().rstrip("\n") + "\n\n" + text.replace("# Stack matrix", "## Stack matrix")
-                 .replace("\n## Needs a why", "\n### Needs a why"))
+    write_atomic(summary, with_matrix(summary.read_text(), text))
     return [svg, md]
+
+
+def with_matrix(summary: str, matrix_md: str) -> str:
+    """summary.md's text with a stack matrix's matrix.md at its end (its headings one level down)."""
+    return (summary.rstrip("\n") + "\n\n" + matrix_md.replace("# Stack matrix", "## Stack matrix")
+            .replace("\n## Needs a why", "\n### Needs a why"))
+
+
+def folder_texts(folder: Path, records: list[RunRecord], doc: Mapping[str, Any]) -> dict[Path, str]:
+    """The markdown `quiclab report` writes into a sweep folder, as its runs.csv and manifest give it now:
+    summary.md, and a stack matrix's matrix.md (also at the end of summary.md; commands in it name the folder where
+    it is). What `quiclab docs` regenerates in every reference sweep folder."""
+    summary = summary_text(records, doc, (folder / "workloads.md").is_file())
+    if not matrix.is_matrix(doc):
+        return {folder / SUMMARY: summary}
+    text = matrix.markdown(matrix.build(records, doc, folder), shown_folder(folder))
+    return {folder / SUMMARY: with_matrix(summary, text), folder / matrix.MATRIX_MD: text}
 
 
 def build_report(folder: Path) -> list[Path]:

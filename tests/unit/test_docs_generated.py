@@ -27,7 +27,7 @@ def test_every_generated_document_matches_its_committed_data() -> None:
 
 
 def test_every_reference_folder_is_complete_and_its_summary_is_what_report_builds() -> None:
-    from lab.report.report import load_sweep, summary_text
+    from lab.report.report import folder_texts, load_sweep
 
     folders = sorted(p for p in atlas.REFERENCE.iterdir() if (p / "runs.csv").is_file())
     assert folders, "no committed reference folder"
@@ -39,9 +39,9 @@ def test_every_reference_folder_is_complete_and_its_summary_is_what_report_build
         planned = manifest.get("planned_runs")
         keys = [r.run_key for r in records]
         assert len(keys) == len(set(keys)) == planned, f"{f.name}: not every planned run once"  # no key twice
-        workloads = (f / "workloads.md").is_file()
-        assert (f / "summary.md").read_text(encoding="utf-8") == summary_text(records, manifest, workloads), (
-            f"{f.name}/summary.md is not what `quiclab report` builds from its runs.csv")
+        for path, text in folder_texts(f, records, manifest).items():  # summary.md (and a matrix's matrix.md)
+            assert path.read_text(encoding="utf-8") == text, (
+                f"{f.name}/{path.name} is not what `quiclab report` builds from its runs.csv")
 
 
 def run(protocol: str, repeat: int, total_s: float, status: str = "ok", point: str = "loss=1%",

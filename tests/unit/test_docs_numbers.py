@@ -238,12 +238,16 @@ def test_the_atlas_prints_quic_then_tcp() -> None:
 
 def test_no_document_that_describes_results_renders_not_run_yet() -> None:
     """A generated block in README.md or docs/results.md (prose around it reads it) must have its folder: a block
-    rendering "Not run yet" is a result the text speaks of without data. The atlas's notes, likewise."""
+    rendering "Not run yet" is a result the text speaks of without data. The atlas's notes, likewise. The one
+    exception is the stack matrix's blocks (lab/docgen/matrix.py; issue 33): one per link, run and published one link
+    at a time, their prose states no result (it says where the folder's numbers appear), and a link not published
+    yet says so with the command that makes it."""
+    pending = re.compile(r"matrix(grid|summary)?-")
     for path in (README, RESULTS):
         blocks = re.findall(r"<!-- generated: (\S+) -->\n(.*?)<!-- end generated", path.read_text(encoding="utf-8"),
                             re.DOTALL)
         assert blocks
-        empty = [name for name, body in blocks if "not run yet" in body.lower()]
+        empty = [name for name, body in blocks if "not run yet" in body.lower() and not pending.match(name)]
         assert not empty, f"{path.name}: blocks without a committed folder: {empty}"
     notes = [line for line in SEEDS.read_text(encoding="utf-8").splitlines() if line.startswith("- ")
              and "(not run yet)" in line]

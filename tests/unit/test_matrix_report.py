@@ -126,6 +126,7 @@ def test_an_explained_run_puts_its_reason_beside_the_cell(tmp_path: Path):
     rs = [captured if r.run_key == failed.run_key else r for r in rs]
     where = tmp_path / "evidence" / failed.run_key.replace("/", "_")
     where.mkdir(parents=True)
+    (where / "client-side.pcap").write_bytes(b"")
     e = Explanation(run_key=failed.run_key, protocol="h3", transport="quic", status="explained",
                     reasons=[Reason(text="the server never answered the client's Initial")])
     (where / EXPLAIN_JSON).write_text(e.model_dump_json())
