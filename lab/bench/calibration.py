@@ -60,6 +60,12 @@ HELD_OUT = "reno"
 SECONDS = 10
 PING = "ping.txt"
 HELD = "held_out.json"
+#: The held-out sender runs this many times on each side and is compared by its medians (calibration.median_observed):
+#: one 10 s Reno run on a lossy link varied by up to 1.8x between two runs of the same hidden link (link 2 of
+#: results/reference/calibrate-20261126: 4.39 Mbit/s there, 2.47 in a smoke run), more than the bound the
+#: benchmark checks. Each run's figures are kept beside the median (HELD_EACH).
+HELD_RUNS = 3
+HELD_EACH = "held_out_runs.json"
 FIT_DIR = "fit"
 FITTED = "fitted.json"
 META = "meta.json"
@@ -69,8 +75,9 @@ HIDDEN_TIMEOUT_S = 600.0
 #: Per job, what the estimate says (docs/calibrate.md "Time"), from the committed run's files' times (labs 1 and 2,
 #: 2026-11-26 12:10-12:46, results/reference/calibrate-20261126): a hidden side ~50 s (47-48 s each); a calibration
 #: ~24 s per candidate (two 10 s senders and their set-up; 20 candidates and Reno's run took 7.4-8.3 min) and the
-#: held-out sender. (~60 s per candidate was measured on lab 7 with the job's process held to 35 % of a core.)
-HIDDEN_S = 50.0
+#: held-out sender. (~60 s per candidate was measured on lab 7 with the job's process held to 35 % of a core.) The
+#: held-out sender's HELD_RUNS runs add ~12 s each beyond the first on both sides.
+HIDDEN_S = 75.0
 CANDIDATE_S = 24.0
 
 
@@ -111,9 +118,11 @@ def _hidden_side(spec: dict[str, Any]) -> None:
             for cc in MEASURED:
                 _say(f"iperf3 {cc} download")
                 (tmp / f"{cc}.json").write_text(calibration.user_download(Sender(cc, "down", SECONDS), restart))
-            _say(f"held-out sender {HELD_OUT}")
-            held = calibration.run_sender(Sender(HELD_OUT, "down", SECONDS), restart)
+            _say(f"held-out sender {HELD_OUT}, {HELD_RUNS} runs")
+            runs = calibration.run_times(Sender(HELD_OUT, "down", SECONDS), HELD_RUNS, restart)
+            held = calibration.median_observed(runs)
             (tmp / HELD).write_text(json.dumps(None if held is None else asdict(held)))
+            (tmp / HELD_EACH).write_text(json.dumps([None if r is None else asdict(r) for r in runs], indent=1))
         finally:
             with contextlib.suppress(EnvironmentProblem):
                 shaper.apply(Link(), "linkem")
@@ -154,8 +163,10 @@ def calibrate_one(hidden: Path, work: Path, budget: int,
     (work / "m" / fits.FILE).write_text(json.dumps(fits.fit_doc(found, real, dict(senders), start), indent=1))
     if found.best.result is None:
         return {"candidates": len(found.tried), "why": f"no candidate measured ({found.stopped})"}
-    _say(f"held-out sender {HELD_OUT} on the fitted link")
-    got = calibration.measure_on(tables(found.best.candidate), Sender(HELD_OUT, "down", SECONDS))
+    _say(f"held-out sender {HELD_OUT} on the fitted link, {HELD_RUNS} runs")
+    runs = calibration.measure_on(tables(found.best.candidate), Sender(HELD_OUT, "down", SECONDS), HELD_RUNS)
+    (work / HELD_EACH).write_text(json.dumps([None if r is None else asdict(r) for r in runs], indent=1))
+    got = calibration.median_observed(runs)
     return {"fitted_tput_bps": got.throughput_bps if got else None, "fitted_rtt_s": got.p50_rtt_s if got else None,
             "fitted": fits.describe(found.best.candidate, e), "error": found.best.error,
             "candidates": len(found.tried),
@@ -297,10 +308,10 @@ def load_meta(out: Path) -> dict[str, Any]:
 def estimate_s(links: int, labs: int, budget: int) -> float:
     """The benchmark's expected time: the hidden sides spread over the labs that hold them, then the calibrations
     spread over the labs (with one lab per role they overlap: the calibrations set the time)."""
-    calib = links * (budget * CANDIDATE_S + 2 * SECONDS)
+    calib = links * (budget * CANDIDATE_S + HELD_RUNS * 2 * SECONDS)
     if labs <= 1:
         return HIDDEN_S + calib
-    return links * HIDDEN_S / labs + -(-links // labs) * (budget * CANDIDATE_S + 2 * SECONDS)
+    return links * HIDDEN_S / labs + -(-links // labs) * (budget * CANDIDATE_S + HELD_RUNS * 2 * SECONDS)
 
 
 def run(out: Path, links: Sequence[HiddenLink], meta: dict[str, Any], numbers: list[int], hidden_lab: int,
@@ -388,7 +399,7 @@ def start(out: Path | None, resume: Path | None, n: int, seed: int, budget: int,
         assert out is not None
         out.mkdir(parents=True, exist_ok=True)
         meta = {"seed": seed, "links": n, "budget": budget, "measured": list(MEASURED), "held_out": HELD_OUT,
-                "seconds": SECONDS}
+                "held_out_runs": HELD_RUNS, "seconds": SECONDS}
     links = draw(int(meta["links"]), int(meta["seed"]), recorded_pairs())
     count = parallel if parallel is not None else labs_.auto_for(
         [lk.rate_bps if not lk.trace else parse_link(*lk.tables()).downlink.effective_rate_bps for lk in links],

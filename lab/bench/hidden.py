@@ -181,6 +181,7 @@ def markdown_doc(doc: dict[str, Any]) -> str:
     how = (f"Seed {doc.get('seed')}, {doc.get('links', len(scores))} hidden links, budget {doc.get('budget')} "
            f"candidates per search, measured senders {', '.join(doc.get('measured', []))}, held out "
            f"{doc.get('held_out', '?')}"
+           + (f" (the median of {doc['held_out_runs']} runs on each side)" if doc.get("held_out_runs", 1) > 1 else "")
            + (f"; labs {', '.join(map(str, labs))}" if isinstance(labs, list) else "")
            + (f"; commit {str(git.get('commit', '?'))[:7]}{' (uncommitted changes)' if git.get('dirty') else ''}"
               if isinstance(git := doc.get("git"), dict) else "") + ".")

@@ -186,17 +186,39 @@ def restart_trace(link: Link) -> Callable[[], None] | None:
     return lambda: shaper.apply(link, "linkem")
 
 
-def measure_on(tables: tuple[Table, Table, Table], sender: Sender) -> Observed | None:
-    """One sender through one link on this lab, the lab held; the link left unshaped afterwards."""
+def measure_on(tables: tuple[Table, Table, Table], sender: Sender, times: int = 1) -> list[Observed | None]:
+    """A sender `times` times in a row through one link on this lab (a trace from its beginning each time), the lab
+    held; the link left unshaped afterwards. Each run's observation (None: iperf3 could not measure it)."""
     with lock.holding():
         check_allowed({sender.cc: sender})
         try:
             link = parse_link(*tables)
             shaper.apply(link, "linkem")
-            return run_sender(sender, restart_trace(link))
+            return run_times(sender, times, restart_trace(link))
         finally:
             with contextlib.suppress(EnvironmentProblem):
                 shaper.apply(Link(), "linkem")
+
+
+def run_times(s: Sender, times: int, at_start: Callable[[], None] | None = None) -> list[Observed | None]:
+    """The sender `times` times in a row through the link in force (`at_start` before each)."""
+    return [run_sender(s, at_start) for _ in range(times)]
+
+
+def median_observed(runs: Sequence[Observed | None]) -> Observed | None:
+    """The figure of repeated runs of one sender: the median throughput and the median p50 RTT of the measured
+    runs, each on its own (None unless more than half were measured: a figure of a minority is not the path's)."""
+    got = [r for r in runs if r is not None]
+    if not got or 2 * len(got) <= len(runs):
+        return None
+    return Observed(throughput_bps=_median([r.throughput_bps for r in got]),
+                    p50_rtt_s=_median([r.p50_rtt_s for r in got]))
+
+
+def _median(values: Sequence[float]) -> float:
+    v = sorted(values)
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
 
 
 # --- measuring a path as a user would (the benchmark's hidden links) -------------------------------------------------

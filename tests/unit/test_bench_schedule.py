@@ -73,10 +73,11 @@ def test_two_labs_each_measure_and_calibrate_and_never_a_link_on_the_lab_that_me
 
 def test_the_estimate_is_what_the_schedule_does_with_the_jobs_expected_times() -> None:
     # per hidden side 50 s; per calibration 30 candidates x 24 s + the held-out sender (2 x 10 s)
-    assert calibration.estimate_s(10, 1, 30) == 50 + 10 * 740  # 2.1 h: one lab per role
-    assert calibration.estimate_s(10, 2, 30) == 10 * 50 / 2 + 5 * 740  # 1.1 h on two labs
-    assert calibration.estimate_s(11, 2, 30) == 11 * 50 / 2 + 6 * 740  # the odd link waits for a lab
-    assert calibration.estimate_s(10, 2, 20) == 10 * 50 / 2 + 5 * 500  # 46 min: the committed run's budget took 36
+    # per calibration: budget x 24 s per candidate + the held-out sender's 3 runs (~20 s each); a hidden side 75 s
+    assert calibration.estimate_s(10, 1, 30) == 75 + 10 * 780  # 2.2 h: one lab per role
+    assert calibration.estimate_s(10, 2, 30) == 10 * 75 / 2 + 5 * 780  # 1.2 h on two labs
+    assert calibration.estimate_s(11, 2, 30) == 11 * 75 / 2 + 6 * 780  # the odd link waits for a lab
+    assert calibration.estimate_s(10, 2, 20) == 10 * 75 / 2 + 5 * 540  # 51 min: the committed run's budget took 36
 
 
 def test_three_labs_wait_for_a_link_in_flight_and_stop_when_nothing_can_come() -> None:
@@ -250,3 +251,11 @@ def test_a_result_that_cannot_be_read_stops_that_lab_without_hanging_the_others(
     assert got.left == [0, 1] and len(got.errors) == 1
     assert got.errors[0].startswith("lab 1: calibrate job of link 0: FileNotFoundError")
     assert not list(out.glob("link-*/score.json"))
+
+
+def test_the_docs_block_says_how_many_runs_the_held_out_figures_are_the_median_of() -> None:
+    from lab.bench import hidden
+
+    doc = {"seed": 35, "links": 0, "budget": 20, "measured": ["cubic", "bbr"], "held_out": "reno", "scores": []}
+    assert "median of" not in hidden.markdown_doc(doc)  # the committed run: one run each side
+    assert "reno (the median of 3 runs on each side)" in hidden.markdown_doc({**doc, "held_out_runs": 3})

@@ -350,3 +350,21 @@ def test_the_benchmarks_calibration_keeps_to_the_evidence_on_a_committed_links_f
     doc = json.loads((tmp_path / "m" / fits.FILE).read_text())
     assert doc["real"]["bbr"]["retransmits"] == 3 and doc["real"]["cubic"]["retransmits"] == 23
     assert doc["tried"][0]["result"]["bbr"]["segments"] == 8000.0
+
+
+def test_the_held_out_figure_is_the_median_of_its_runs_and_needs_a_majority() -> None:
+    """The benchmark compares the held-out sender by the medians of its repeated runs on each side (one 10 s Reno
+    run on a lossy link varied 1.8x between two runs of one link); a minority of measured runs is no figure."""
+    runs = [Observed(4.39e6, 0.050), Observed(2.47e6, 0.061), Observed(3.10e6, 0.055)]
+    got = calibration.median_observed(runs)
+    assert got is not None and (got.throughput_bps, got.p50_rtt_s) == (3.10e6, 0.055)
+    assert calibration.median_observed([runs[0], None, runs[1]]) == Observed(3.43e6, 0.0555)
+    assert calibration.median_observed([runs[0], None, None]) is None
+    assert calibration.median_observed([]) is None
+
+
+def test_the_held_out_runs_each_meet_the_trace_from_its_beginning(monkeypatch: pytest.MonkeyPatch) -> None:
+    order: list[str] = []
+    monkeypatch.setattr(calibration, "run_sender", lambda s, at=None: (at and at(), order.append("run"))[-1])
+    calibration.run_times(Sender("reno", "down", 10), 3, lambda: order.append("restart"))
+    assert order == ["restart", "run"] * 3
