@@ -66,8 +66,10 @@ def test_every_sweep_folder_holds_each_planned_run_exactly_once() -> None:
         s = manifest["scenario"]
         pairs = [tuple(p.replace(" ", "").split(">")) for p in s["pairs"]] or list(
             itertools.product(s["clients"], s["servers"]))
+        # a stack matrix: HTTP/3 over every pair, HTTP/1.1 and HTTP/2 over its TCP baseline pairs only
+        tcp = [tuple(p.replace(" ", "").split(">")) for p in s.get("tcp_pairs") or []] if s.get("matrix") else pairs
         planned = {f"{p['index']}/{proto}/{c}/{srv}/{rep}" for p in manifest["points"] for proto in s["protocols"]
-                   for c, srv in pairs for rep in range(manifest["repeats"])}
+                   for c, srv in (pairs if proto == "h3" else tcp) for rep in range(manifest["repeats"])}
         rows = runs(folder.name)
         keys = [r["run_key"] for r in rows]
         twice = [k for k, n in Counter(keys).items() if n > 1]
