@@ -13,6 +13,7 @@ adds to the default set-up; `quiclab build --parts NAME` builds one ahead):
   quicgo   quic-go v0.65 (Go module proxy, Go 1.26): its http3 server and client
   quinn    quinn 0.11 + h3 (crates.io; images/rust): an HTTP/3 file server and a download client
   quiche   quiche 0.30 (crates.io, BoringSSL vendored; images/rust): an HTTP/3 file server and a download client
+  kwik     kwik 0.10.9 + flupke 0.9.4 (Maven Central, Java; images/kwik): an HTTP/3 file server and a download client
 
 A part is *available* when every image of its services is here. An on-demand part that a run or sweep asks for
 is built then (`lab.ensure_available`; cached afterwards, for every lab on the host: images are shared) and its
@@ -52,6 +53,7 @@ ON_DEMAND: dict[str, str] = {
     "quicgo": "quic-go v0.65 HTTP/3 server and client",
     "quinn": "quinn 0.11 (h3, h3-quinn, rustls) HTTP/3 server and client",
     "quiche": "quiche 0.30 HTTP/3 server and client (its own h3 module, BoringSSL)",
+    "kwik": "kwik 0.10.9 (QUIC, Java) with flupke 0.9.4 (HTTP/3) server and client",
 }
 #: Every optional part: those built by default first, then the on-demand ones.
 ALL: dict[str, str] = {**PARTS, **ON_DEMAND}

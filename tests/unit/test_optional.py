@@ -20,8 +20,8 @@ IMAGES = config.ROOT / "images"
 
 def test_the_parts_are_the_compose_profiles_and_hold_the_registrys_optional_implementations():
     parts = optional.parts()
-    assert set(parts) == {"sid", "browser", "haproxy", "aioquic", "quicgo", "quinn", "quiche"}
-    assert tuple(optional.ON_DEMAND) == ("haproxy", "aioquic", "quicgo", "quinn", "quiche")
+    assert set(parts) == {"sid", "browser", "haproxy", "aioquic", "quicgo", "quinn", "quiche", "kwik"}
+    assert tuple(optional.ON_DEMAND) == ("haproxy", "aioquic", "quicgo", "quinn", "quiche", "kwik")
     assert tuple(optional.PARTS) == ("sid", "browser")
     sid, browser = parts["sid"], parts["browser"]
     assert set(sid.built) == {"server-nginx130", "client-sid"}
@@ -34,7 +34,8 @@ def test_the_parts_are_the_compose_profiles_and_hold_the_registrys_optional_impl
     # one image per stack, both roles: only the server's service builds it
     assert parts["haproxy"].built == ("server-haproxy",) and parts["haproxy"].one_shots == ("server-haproxy-route",)
     for stack, server, client in (("aioquic", "aioquic", "aioquic-client"), ("quicgo", "quic-go", "quic-go-client"),
-                                   ("quinn", "quinn", "quinn-client"), ("quiche", "quiche", "quiche-client")):
+                                   ("quinn", "quinn", "quinn-client"), ("quiche", "quiche", "quiche-client"),
+                                   ("kwik", "kwik", "kwik-client")):
         assert optional.part_of(reg.server(server).container) == stack == optional.part_of(reg.client(client).container)
         assert parts[stack].built == (f"server-{stack}",) and len(parts[stack].containers) == 2
     for required in ("nginx", "ngtcp2", "caddy", "curl", "gtlsclient"):
@@ -192,8 +193,9 @@ def test_the_parts_a_plan_needs_and_the_parts_option():
     assert optional.needed([reg.client("quic-go-client").container, reg.server("haproxy").container]) == (
         "haproxy", "quicgo")
     assert optional.parse_parts("sid, browser") == ("sid", "browser") and optional.parse_parts("none") == ()
-    assert optional.parse_parts("all") == ("sid", "browser", "haproxy", "aioquic", "quicgo", "quinn", "quiche")
+    assert optional.parse_parts("all") == ("sid", "browser", "haproxy", "aioquic", "quicgo", "quinn", "quiche",
+                                           "kwik")
     for bad in ("foo", "", "sid,foo", ","):
         with pytest.raises(UsageError, match=r"^invalid --parts .*: allowed is a comma list of sid, browser, haproxy, "
-                                             r"aioquic, quicgo, quinn, quiche, or all, or none$"):
+                                             r"aioquic, quicgo, quinn, quiche, kwik, or all, or none$"):
             optional.parse_parts(bad)

@@ -43,9 +43,9 @@ def one_line_error(data: dict) -> str:
 def test_the_registry_loads_with_the_issue_matrix():
     reg = load()
     assert reg.names("client") == ["curl", "gtlsclient", "curl-sid", "chromium", "aioquic-client", "quic-go-client",
-                                    "quinn-client", "quiche-client"]
+                                    "quinn-client", "quiche-client", "kwik-client"]
     assert reg.names("server") == ["nginx", "ngtcp2", "caddy", "nginx-sid", "haproxy", "aioquic", "quic-go",
-                                    "quinn", "quiche"]
+                                    "quinn", "quiche", "kwik"]
     assert reg.client("curl").protocols == frozenset(Protocol)
     assert reg.client("gtlsclient").protocols == {Protocol.H3}
     assert reg.server("ngtcp2").protocols == {Protocol.H3}
@@ -118,11 +118,11 @@ def test_a_registry_file_that_is_not_toml_is_a_usage_error(tmp_path):
 
 def test_unknown_names_list_the_allowed_ones():
     allowed = (r"allowed are curl, gtlsclient, curl-sid, chromium, aioquic-client, quic-go-client, "
-               r"quinn-client, quiche-client$")
+               r"quinn-client, quiche-client, kwik-client$")
     with pytest.raises(UsageError, match=r"unknown client 'lsquic': " + allowed):
         get_client("lsquic")
     with pytest.raises(UsageError, match=r"unknown server 'curl': allowed are nginx, ngtcp2, caddy, nginx-sid, "
-                                         r"haproxy, aioquic, quic-go, quinn, quiche$"):
+                                         r"haproxy, aioquic, quic-go, quinn, quiche, kwik$"):
         check_server("curl")
 
 

@@ -126,9 +126,9 @@ def test_only_clients_migrate():
 
 def test_help_texts_list_the_registry(fake: Registry):
     assert help_text("server") == ("nginx, ngtcp2, caddy, nginx-sid (or nginx-1.30), haproxy, aioquic, quic-go, quinn, "
-                                   "quiche, fakeserver")
+                                   "quiche, kwik, fakeserver")
     assert help_text("client").endswith("chromium, aioquic-client, quic-go-client, quinn-client, quiche-client, "
-                                              "fakeclient (or fake-1.0)")
+                                        "kwik-client, fakeclient (or fake-1.0)")
     assert "fakeclient: cubic, bbr" in help_text("client_quic_cc")
     assert help_text("sender_quic_cc") == "ngtcp2, aioquic, quinn, quiche"
     assert "fakeserver" in help_text("fixed_quic_cc") and "ngtcp2" not in help_text("fixed_quic_cc")
@@ -161,7 +161,7 @@ JUSTIFIED = {
     ("run/lab_session.py", frozenset({"curl", "nginx"})): "older manifests' congestion control, which named these two",
     ("bench/overhead.py", frozenset({"curl"})): "the curl command (curl --version), not an implementation",
     ("link/linkem.py", frozenset({"curl"})): "the curl command for linkem's HTTP API, not an implementation",
-    ("optional.py", frozenset({"aioquic", "haproxy", "quinn", "quiche"})): (
+    ("optional.py", frozenset({"aioquic", "haproxy", "quinn", "quiche", "kwik"})): (
         "the on-demand parts (compose profiles) are named after the stacks they bring; which implementation is in "
         "which part comes from the containers (optional.part_of)"),
     # Not this change's file (lab/evidence/ belongs to the capture code): a registry capability for client qlog
