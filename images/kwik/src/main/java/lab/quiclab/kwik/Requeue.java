@@ -7,6 +7,7 @@ import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.util.concurrent.atomic.AtomicInteger;
 import tech.kwik.core.send.SenderImpl;
+import tech.kwik.core.stream.RetransmitBuffer;
 import tech.kwik.core.stream.SendBuffer;
 
 /**
@@ -23,7 +24,7 @@ import tech.kwik.core.stream.SendBuffer;
  * had closed. The response then stops for good (sender idle, every packet acknowledged, no timer armed).
  *
  * <p>After each write and after the close, {@link #check} finds that state (count 0, data or the end of the stream
- * still buffered) and queues the request kwik lost: through kwik's own scheduling without waking the sender (so the
+ * still buffered, or lost frames waiting to be sent again) and queues the request kwik lost: through kwik's own scheduling without waking the sender (so the
  * count is incremented before the sender can run it), then wakes the sender. A request queued while the sender was
  * about to queue its own is one too many, which kwik allows (it sends nothing when nothing is buffered). The fields
  * and methods are kwik 0.10.9's (and flupke 0.9.4's DataFrameWriter's); they are looked up once, when the class is
@@ -35,6 +36,7 @@ final class Requeue {
     private static final String KWIK_OUT = "tech.kwik.core.stream.StreamOutputStreamImpl";
     private static final Field QUEUED = field(KWIK_OUT, "sendRequestsQueued");
     private static final Field BUFFER = field(KWIK_OUT, "sendBuffer");
+    private static final Field RETRANSMIT = field(KWIK_OUT, "retransmitBuffer");
     private static final Field STREAM = field(KWIK_OUT, "quicStream");
     private static final Field CONNECTION = field("tech.kwik.core.stream.QuicStreamImpl", "connection");
     private static final Method SENDER = method("tech.kwik.core.impl.QuicConnectionImpl", "getSender");
@@ -45,6 +47,7 @@ final class Requeue {
     private final Object kwikOut;
     private final AtomicInteger queued;
     private final SendBuffer buffer;
+    private final RetransmitBuffer retransmit;
     private final SenderImpl sender;
     private int requeued;
 
@@ -52,6 +55,7 @@ final class Requeue {
         this.kwikOut = kwikOut;
         this.queued = (AtomicInteger) QUEUED.get(kwikOut);
         this.buffer = (SendBuffer) BUFFER.get(kwikOut);
+        this.retransmit = (RetransmitBuffer) RETRANSMIT.get(kwikOut);
         this.sender = (SenderImpl) SENDER.invoke(CONNECTION.get(STREAM.get(kwikOut)));
     }
 
@@ -69,9 +73,10 @@ final class Requeue {
         }
     }
 
-    /** Whether the stream holds data (or its end) with no send request counted: kwik lost it. */
+    /** Whether the stream holds data (or its end, or frames to retransmit) with no send request counted: kwik lost
+     * it (its request sends both, and queues the next while either is left). */
     boolean lost() {
-        return queued.get() == 0 && buffered();
+        return queued.get() == 0 && (buffered() || retransmit.hasDataToRetransmit());
     }
 
     /** Whether data (or the end of the stream) is still buffered, not yet taken by kwik's sender. */
