@@ -42,7 +42,10 @@ public final class Server {
     }
 
     /** Answers a request from the lab's objects: one DATA frame per 16 KiB read (under kwik's 50 KiB stream send
-     * buffer, so kwik never splits a write), with content-length. */
+     * buffer, so kwik never splits a write), with content-length; after the header section, each write and the close,
+     * {@link Requeue#check} queues the send request kwik 0.10.9 may have lost (without it a response can stop for
+     * good: docs/implementations.md, "kwik"). Responses without a body (204, 404, 405, HEAD) are one frame and its
+     * end: a lost request leaves nothing behind there (the sender's frame takes it all). */
     static final class Objects implements HttpRequestHandler {
         private final Path root;
 
@@ -83,15 +86,26 @@ public final class Server {
                 }
                 byte[] buf = new byte[CHUNK];
                 long left = length;
-                try (OutputStream out = response.getOutputStream()) {
+                Requeue requeue;
+                try (OutputStream out = response.getOutputStream()) {  // the header section is written here
+                    requeue = Requeue.of(out);
+                    requeue.check();
                     while (left > 0) {
                         int n = in.read(buf, 0, (int) Math.min(buf.length, left));
                         if (n < 0) {
                             throw new IOException("the file ended early: " + path);
                         }
                         out.write(buf, 0, n);  // flupke's DataFrameWriter: one DATA frame per write
+                        requeue.check();
                         left -= n;
                     }
+                }  // the end of the stream (flupke's close after the handler does nothing more)
+                int atEnd = requeue.check();
+                if (requeue.requeued() > 0) {  // the evidence: how often kwik lost it in this response (lost after the
+                    // end of the stream, nothing else would have queued it: the response would have stopped for good)
+                    System.err.println("quiclab-kwik server: " + path.getFileName() + ": kwik's lost send request "
+                            + "queued again " + requeue.requeued() + " time(s), " + atEnd
+                            + " after the end of the stream");
                 }
             }
         }
@@ -162,6 +176,12 @@ public final class Server {
             keys = keyStore(CERT, KEY, password);
         } catch (IOException | GeneralSecurityException e) {
             System.err.println("quiclab-kwik server: " + e.getMessage());
+            return 1;
+        }
+        try {
+            Requeue.resolve();
+        } catch (ExceptionInInitializerError e) {
+            System.err.println(e.getMessage());
             return 1;
         }
         ServerConnectionConfig config = ServerConnectionConfig.builder()
