@@ -260,7 +260,7 @@ def test_the_nft_blackout_netem_uses_is_as_precise(lab_held, tmp_path):
     shaper.apply(Link(), "linkem")
     attempt = itertools.count(1)
 
-    def measure() -> list[tuple[str, float, float, float, tuple[float, ...]]]:
+    def measure() -> list[tuple[str, float, float, float, float, tuple[float, ...]]]:
         folder = tmp_path / f"attempt-{next(attempt)}"
         action = NftBlackout(parse_fault("blackout:1s@0"))
         with collecting(("pcap",), folder, folder / "ev", "curl", config.CLIENT_CONTAINER) as ev:
@@ -283,16 +283,19 @@ def test_the_nft_blackout_netem_uses_is_as_precise(lab_held, tmp_path):
             probe_out = {p.payload[:16]: p.time for p in deliver
                          if p.src == src and p.proto == 17 and p.payload_len == 100}
             a, b, before, after, _ = _window(probe_in, probe_out)
-            windows.append((src, b - a, after - before, a, tuple(action.times)))
+            windows.append((src, b - a, after - before, a, before, tuple(action.times)))
         return windows
 
-    def within(windows: list[tuple[str, float, float, float, tuple[float, ...]]]) -> bool:
-        return all(dropped >= 0.990 and gap <= 1.010 for _, dropped, gap, _, _ in windows)
+    def within(windows: list[tuple[str, float, float, float, float, tuple[float, ...]]]) -> bool:
+        return all(dropped >= 0.990 and gap <= 1.010 for _, dropped, gap, _, _, _ in windows)
 
     results = on_quiet_host(measure, within)
-    for src, dropped, gap, a, times in results[-1]:
+    for src, dropped, gap, a, before, times in results[-1]:
         assert dropped >= 0.990 and gap <= 1.010, (src, dropped, gap, "every attempt:", results)
-        assert times[0] - 0.002 <= a <= times[1] + 0.002, (a, times)  # it began with the add
+        # it began with the add: nothing dropped before the rule was being added, nothing delivered after it was in
+        # (the first dropped probe packet itself may come later: a busy host's iperf3 pauses its 0.4 ms clock; the
+        # CI pre-check of 2026-11-26 saw the first 4.7 ms after the add with the last delivered one before it)
+        assert times[0] - 0.002 <= a and before <= times[1] + 0.002, (a, before, times)
 
 
 def test_competing_flows_report_per_flow_shares_jain_and_the_probe(lab_held, tmp_path):
