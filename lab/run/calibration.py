@@ -30,6 +30,7 @@ from lab.errors import EnvironmentProblem, UsageError
 from lab.link import shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link
+from lab.quantiles import median
 
 PORT = 5399  # the one-off server a download fetches from (the server container's own iperf3 on 5201 runs without
 #              --json: images/server/entrypoint.sh)
@@ -211,14 +212,8 @@ def median_observed(runs: Sequence[Observed | None]) -> Observed | None:
     got = [r for r in runs if r is not None]
     if not got or 2 * len(got) <= len(runs):
         return None
-    return Observed(throughput_bps=_median([r.throughput_bps for r in got]),
-                    p50_rtt_s=_median([r.p50_rtt_s for r in got]))
-
-
-def _median(values: Sequence[float]) -> float:
-    v = sorted(values)
-    mid = len(v) // 2
-    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+    return Observed(throughput_bps=median([r.throughput_bps for r in got]),
+                    p50_rtt_s=median([r.p50_rtt_s for r in got]))
 
 
 # --- measuring a path as a user would (the benchmark's hidden links) -------------------------------------------------
