@@ -119,10 +119,8 @@ def _hidden_side(spec: dict[str, Any]) -> None:
                 _say(f"iperf3 {cc} download")
                 (tmp / f"{cc}.json").write_text(calibration.user_download(Sender(cc, "down", SECONDS), restart))
             _say(f"held-out sender {HELD_OUT}, {HELD_RUNS} runs")
-            runs = calibration.run_times(Sender(HELD_OUT, "down", SECONDS), HELD_RUNS, restart)
-            held = calibration.median_observed(runs)
+            held = _held_out(tmp, calibration.run_times(Sender(HELD_OUT, "down", SECONDS), HELD_RUNS, restart))
             (tmp / HELD).write_text(json.dumps(None if held is None else asdict(held)))
-            (tmp / HELD_EACH).write_text(json.dumps([None if r is None else asdict(r) for r in runs], indent=1))
         finally:
             with contextlib.suppress(EnvironmentProblem):
                 shaper.apply(Link(), "linkem")
@@ -164,13 +162,18 @@ def calibrate_one(hidden: Path, work: Path, budget: int,
     if found.best.result is None:
         return {"candidates": len(found.tried), "why": f"no candidate measured ({found.stopped})"}
     _say(f"held-out sender {HELD_OUT} on the fitted link, {HELD_RUNS} runs")
-    runs = calibration.measure_on(tables(found.best.candidate), Sender(HELD_OUT, "down", SECONDS), HELD_RUNS)
-    (work / HELD_EACH).write_text(json.dumps([None if r is None else asdict(r) for r in runs], indent=1))
-    got = calibration.median_observed(runs)
+    got = _held_out(work, calibration.measure_on(tables(found.best.candidate), Sender(HELD_OUT, "down", SECONDS),
+                                                 HELD_RUNS))
     return {"fitted_tput_bps": got.throughput_bps if got else None, "fitted_rtt_s": got.p50_rtt_s if got else None,
             "fitted": fits.describe(found.best.candidate, e), "error": found.best.error,
             "candidates": len(found.tried),
             "why": "" if got else "the held-out sender could not be measured on the fitted link"}
+
+
+def _held_out(folder: Path, runs: Sequence[Observed | None]) -> Observed | None:
+    """The held-out sender's figure from its runs on one side (their medians), each run kept in `folder`."""
+    (folder / HELD_EACH).write_text(json.dumps([None if r is None else asdict(r) for r in runs], indent=1))
+    return calibration.median_observed(runs)
 
 
 def score_of(link: HiddenLink, d: Path) -> Score:
@@ -308,10 +311,10 @@ def load_meta(out: Path) -> dict[str, Any]:
 def estimate_s(links: int, labs: int, budget: int) -> float:
     """The benchmark's expected time: the hidden sides spread over the labs that hold them, then the calibrations
     spread over the labs (with one lab per role they overlap: the calibrations set the time)."""
-    calib = links * (budget * CANDIDATE_S + HELD_RUNS * 2 * SECONDS)
+    one = budget * CANDIDATE_S + HELD_RUNS * 2 * SECONDS  # one link's calibration
     if labs <= 1:
-        return HIDDEN_S + calib
-    return links * HIDDEN_S / labs + -(-links // labs) * (budget * CANDIDATE_S + HELD_RUNS * 2 * SECONDS)
+        return HIDDEN_S + links * one
+    return links * HIDDEN_S / labs + -(-links // labs) * one
 
 
 def run(out: Path, links: Sequence[HiddenLink], meta: dict[str, Any], numbers: list[int], hidden_lab: int,
