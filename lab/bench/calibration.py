@@ -5,7 +5,9 @@ after each fit).
 Per hidden link, two jobs (lab/bench/schedule.py decides which lab runs which, never both on one lab):
 1. `hidden` (`python -m lab.bench.calibration hidden SPEC` on its lab): the link in force, measured as a user would:
    ping without load, then one `iperf3 -R --json --get-server-output` download (from a server run with --json) per
-   measured sender (cubic, bbr); then the held-out sender (reno, not used in the fit) by the lab's rule;
+   measured sender (cubic, bbr) and one upload (`iperf3 --json --get-server-output`, cubic: the uplink's rate, a
+   trace where it varies, lab/calibrate/estimate.py); then the held-out sender (reno, not used in the fit) by the
+   lab's rule;
 2. `calibrate` (`python -m lab.bench.calibration calibrate SPEC` on another lab; it is given the folder of the user's
    files, never the link): `probe` reads them, `calibrate` estimates and searches (lab/run/calibration.py), then the
    held-out sender runs on the fitted link. Its throughput and p50 RTT under load are compared with the hidden
@@ -77,12 +79,17 @@ HIDDEN_TIMEOUT_S = 600.0
 #: ~24 s per candidate (two 10 s senders and their set-up; 20 candidates and Reno's run took 7.4-8.3 min) and the
 #: held-out sender. (~60 s per candidate was measured on lab 7 with the job's process held to 35 % of a core.) The
 #: held-out sender's HELD_RUNS runs add ~12 s each beyond the first on both sides.
-HIDDEN_S = 75.0
+HIDDEN_S = 87.0
 CANDIDATE_S = 24.0
 
 
+#: The user's upload (its congestion control; the file UPLOAD), which the estimate reads the uplink from.
+UPLOAD_CC = "cubic"
+UPLOAD = "upload.json"
+
+
 def hidden_files(folder: Path) -> list[Path]:
-    return [folder / PING, *(folder / f"{cc}.json" for cc in MEASURED)]
+    return [folder / PING, *(folder / f"{cc}.json" for cc in MEASURED), folder / UPLOAD]
 
 
 def _say(text: str) -> None:
@@ -118,6 +125,8 @@ def _hidden_side(spec: dict[str, Any]) -> None:
             for cc in MEASURED:
                 _say(f"iperf3 {cc} download")
                 (tmp / f"{cc}.json").write_text(calibration.user_download(Sender(cc, "down", SECONDS), restart))
+            _say(f"iperf3 {UPLOAD_CC} upload")
+            (tmp / UPLOAD).write_text(calibration.user_download(Sender(UPLOAD_CC, "up", SECONDS), restart))
             _say(f"held-out sender {HELD_OUT}, {HELD_RUNS} runs")
             held = _held_out(tmp, calibration.run_times(Sender(HELD_OUT, "down", SECONDS), HELD_RUNS, restart))
             (tmp / HELD).write_text(json.dumps(None if held is None else asdict(held)))
@@ -157,7 +166,7 @@ def calibrate_one(hidden: Path, work: Path, budget: int,
     except UsageError as err:  # the user's files do not allow a calibration (e.g. iperf3 failed on this link)
         return {"why": f"not calibrated: {err}"}
     tables = partial(fits.candidate_tables, e, folder=work / "traces")
-    found = calibration.search_in_lab(senders, real, start, tables, budget, progress, fits.loss_range(e))
+    found = calibration.search_in_lab(senders, real, start, tables, budget, progress, fits.search_range(e))
     (work / "m" / fits.FILE).write_text(json.dumps(fits.fit_doc(found, real, dict(senders), start), indent=1))
     if found.best.result is None:
         return {"candidates": len(found.tried), "why": f"no candidate measured ({found.stopped})"}

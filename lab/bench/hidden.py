@@ -6,7 +6,9 @@ markdown table docs/benchmarks.md quotes (generated from the results JSON, never
 Ranges (each drawn independently, seeded): rate log-uniform 2-50 Mbit/s; RTT log-uniform 10-200 ms; queue
 0.5-4 x the BDP (log-uniform, at least 2 packets); random loss 0 with probability 0.4, else log-uniform 0.01-1 %.
 The recorded trace pairs come first, so that with at least as many links as pairs every pair is among them; a
-trace link keeps its RTT drawn from the range and the lab's default queue."""
+trace link keeps its RTT drawn from the range and the lab's default queue. The uplink of a drawn link has the
+downlink's rate (and the lab's default queue, no loss): a path's uplink is finite, and the user's upload
+(lab/bench/calibration.py) measures it; unlimited, an upload would run as fast as the host can forward."""
 
 from __future__ import annotations
 
@@ -46,15 +48,16 @@ class HiddenLink:
         common = {"rtt": f"{self.rtt_s * 1000:.3f}ms"}
         if self.trace:
             return {**common, "traces": self.trace}, {}, {}
-        down = {"rate": f"{(self.rate_bps or 0) / 1e6:.4f}mbit", "queue": f"{self.queue_bytes}B"}
+        rate = f"{(self.rate_bps or 0) / 1e6:.4f}mbit"
+        down = {"rate": rate, "queue": f"{self.queue_bytes}B"}
         if self.loss:
             down["loss"] = f"{self.loss * 100:.4f}%"
-        return common, down, {}
+        return common, down, {"rate": rate}
 
     def describe(self) -> str:
         if self.trace:
             return f"trace {self.trace}, RTT {self.rtt_s * 1000:.1f} ms"
-        return (f"{(self.rate_bps or 0) / 1e6:.2f} Mbit/s, RTT {self.rtt_s * 1000:.1f} ms, queue "
+        return (f"{(self.rate_bps or 0) / 1e6:.2f} Mbit/s (both ways), RTT {self.rtt_s * 1000:.1f} ms, queue "
                 f"{self.queue_bytes} B, loss {self.loss:.3%}")
 
 

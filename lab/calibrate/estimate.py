@@ -20,7 +20,16 @@
   min(STARTUP_S, a quarter of it)), in IP bytes (x 1500/1448, WIRE_FACTOR); the link's rate is the highest of these
   medians (a download that did not fill the link says less). A recorded trace (probe input) is the rate as given.
 - rate trace (mahimahi): from the download with the highest rate when its delivery rate varies (coefficient of
-  variation of the intervals >= TRACE_CV, at least TRACE_MIN_S long), or when asked; see trace.py.
+  variation of the intervals after start-up >= TRACE_CV, at least TRACE_MIN_S long), or when asked; see trace.py.
+  The whole download, start-up included: the trace begins where the download began, and a sender on a candidate
+  link meets it from its beginning, as the user's sender did. (From after the start-up, the trace of the ATT
+  recording's link began 2 s into it: past the first seconds' high rate and an outage of the uplink, which set how
+  far a loss-based sender's window falls.)
+- uplink: likewise from the uploads (the receiver's delivery rate: iperf3's server side), a trace when it varies;
+  a recorded up trace as given; unmeasured, unlimited. On a cellular path the uplink stalls as the downlink does,
+  and a download's ACKs wait with it: the ATT recording's uplink is down 0.5-1.5 s and 3-5.25 s into it, where a
+  download's sender gets no ACK for two seconds (results/reference/calibrate-20261126-2, link 0: cubic 2.1 Mbit/s
+  and BBR 2.8 on that path; with an unlimited uplink and the same downlink both got 3.4-3.8).
 - queue: the bytes queued under load, per RTT sample its rise above the base times the delivery rate at that time;
   the highest of the downloads' p95 (a full queue holds the same bytes at any rate, not the same delay).
 - random loss: a retransmission counts as queue overflow when the queue held at least OVERFLOW_SHARE of its p95
@@ -251,10 +260,29 @@ def estimate(m: Measurements, where: str, mode: RateMode = "auto") -> Estimate:
         e.up_trace_ms = up_trace.trace_ms
         e.up_rate_bps = _mean_rate(up_trace.trace_ms)
     elif up:
-        e.up_rate_bps = max(flow_rate(f) for f in up)
+        best = max(up, key=flow_rate)
+        e.up_rate_bps = flow_rate(best)
+        if _as_trace(best, mode):
+            e.up_trace_ms = trace_of(best)
+            e.up_rate_bps = _mean_rate(e.up_trace_ms)
+            e.notes.append(f"uplink rate: a trace of the delivery rate of {best.label} ({best.source}) "
+                           f"(variation {variation(best):.2f})")
+        else:
+            e.notes.append(f"uplink rate: the median delivery rate of {best.label} ({best.source}) after its start-up")
     else:
         e.notes.append("uplink: not measured, left unlimited")
     return e
+
+
+def _as_trace(flow: Flow, mode: RateMode) -> bool:
+    """Whether a flow's delivery rate is given as a trace: asked, or (auto) it varies over a long enough run."""
+    return mode == "trace" or (mode == "auto" and variation(flow) >= TRACE_CV and flow.duration_s >= TRACE_MIN_S)
+
+
+def trace_of(flow: Flow) -> list[int]:
+    """The flow's whole delivery rate as a trace, in IP bytes (WIRE_FACTOR), from its first interval (the module's
+    rule: the trace begins where the flow began)."""
+    return from_rates([(a, b, r * WIRE_FACTOR) for a, b, r in flow.rate])
 
 
 def _mean_rate(trace_ms: list[int]) -> float:
@@ -273,12 +301,11 @@ def _down_rate(m: Measurements, down: list[Flow], e: Estimate, mode: RateMode, w
     best = max(down, key=flow_rate)
     e.down_rate_bps = flow_rate(best)
     e.down_rate_cv = variation(best)
-    varies = e.down_rate_cv >= TRACE_CV and best.duration_s >= TRACE_MIN_S
-    if mode == "trace" or (mode == "auto" and varies):
-        e.down_trace_ms = from_rates([(a, b, r * WIRE_FACTOR) for a, b, r in steady(best)])
+    if _as_trace(best, mode):
+        e.down_trace_ms = trace_of(best)
         e.down_rate_bps = _mean_rate(e.down_trace_ms)
-        e.notes.append(f"downlink rate: a trace of the delivery rate of {best.label} ({best.source}), after its "
-                       f"start-up (variation {e.down_rate_cv:.2f})")
+        e.notes.append(f"downlink rate: a trace of the delivery rate of {best.label} ({best.source}), its "
+                       f"start-up included (variation after it {e.down_rate_cv:.2f})")
     else:
         e.notes.append(f"downlink rate: the median delivery rate of {best.label} ({best.source}) after its start-up "
                        f"(variation {e.down_rate_cv:.2f}, constant below {TRACE_CV} or under {TRACE_MIN_S:g} s)")

@@ -11,7 +11,7 @@ from typing import Any
 from lab.calibrate import trace
 from lab.calibrate.estimate import Estimate
 from lab.calibrate.scenario_file import Table, link_tables
-from lab.calibrate.search import MAX_LOSS, Candidate, Fit, Observed, Result, Tried, loss_ladder, relative_errors
+from lab.calibrate.search import Candidate, Fit, Limits, Observed, Result, Tried, loss_ladder, relative_errors
 from lab.calibrate.senders import Sender
 from lab.calibrate.trace import scaled
 from lab.errors import UsageError
@@ -23,21 +23,24 @@ FILE = "fit.json"
 def start(e: Estimate, where: str) -> Candidate:
     """The first estimates as the search's start (without a rate no search). The queue not estimated starts at the
     lab's default (one BDP, at least 64 KiB). With a downlink rate trace the candidate's rate is the trace's mean:
-    the search scales the trace (`fitted`); an uplink trace stays as estimated. The random loss at most the
-    evidence's upper bound (`loss_range`)."""
+    the search scales the trace (`fitted`); an uplink trace stays as estimated. Within the evidence's limits
+    (`search_range`)."""
     if not e.down_rate_bps:
         raise UsageError(f"{where}: no downlink rate estimate to start the lab search from")
     queue = e.down_queue_bytes or Direction(rate_bps=round(e.down_rate_bps)).queue_limit_bytes_for(e.rtt_s)
     return Candidate(rate_bps=e.down_rate_bps, rtt_s=e.rtt_s, queue_bytes=int(queue or 1500),
-                     loss=min(e.down_loss or 0.0, loss_range(e)[1]))
+                     loss=min(e.down_loss or 0.0, search_range(e)[1].max_loss))
 
 
-def loss_range(e: Estimate) -> tuple[list[float] | None, float]:
-    """The search's first losses and its largest: from the retransmissions' bounds (estimate.loss_bounds) when the
-    input times them (search.loss_ladder; at most the upper bound), else the search's own grid and the lab's limit."""
+def search_range(e: Estimate) -> tuple[list[float] | None, Limits]:
+    """The search's first losses and its limits. Losses: from the retransmissions' bounds (estimate.loss_bounds)
+    when the input times them (search.loss_ladder; at most the upper bound), else the search's own grid and the
+    lab's limit. RTT: at most the estimate's setting, which the lowest RTT in the user's files gave (with jitter,
+    base + 2 x jitter: the lab's jitter reaches down to that base)."""
+    rtt = Limits(max_rtt_s=e.rtt_s)
     if e.down_loss_max is None or e.down_loss_steady is None:
-        return None, MAX_LOSS
-    return loss_ladder(e.down_loss_steady, e.down_loss_max), e.down_loss_max
+        return None, rtt
+    return loss_ladder(e.down_loss_steady, e.down_loss_max), Limits(max_loss=e.down_loss_max, max_rtt_s=e.rtt_s)
 
 
 def fitted(e: Estimate, c: Candidate) -> Estimate:

@@ -22,9 +22,10 @@ measured (kept among the tried ones with an infinite error, never chosen: a fail
 - Search: Levenberg-Marquardt in log space over the downlink's rate, the RTT, the queue and the random loss, on
   the residuals ln(got / real) of every sender's throughput and delay, from the best of the first estimates
   and the same link with other random losses (`losses`: the caller's, from the evidence, e.g. loss_ladder of its
-  bounds; else START_LOSSES: none, 0.01, 0.1 and 1 %), the random loss kept at most `max_loss` (the evidence's
-  upper bound: random loss cannot exceed the retransmissions). Each round measures one batch of 4 neighbours
-  (each parameter x e^step, / e^step at its upper limit: the Jacobian by finite differences), then one batch
+  bounds; else START_LOSSES: none, 0.01, 0.1 and 1 %), every candidate within the evidence's `Limits`: random loss
+  at most the retransmissions' upper bound, the RTT at most the lowest RTT in the user's files. Each round
+  measures one batch of 4 neighbours (each parameter x e^step, / e^step at its upper limit: the Jacobian by finite
+  differences), then one batch
   of 3 steps with 3 dampings (parallel labs measure a batch together), and moves to the best step if it lowers the
   error (less damping next), else damps more. It is a local search: it refines first estimates, it does not explore
   far from them. It stops when a step moves every parameter by less than `min_step` (in log), when no step helps,
@@ -64,6 +65,28 @@ class Candidate:
         """The candidate as scenario [link] settings (lab/link/spec.py keys; rate, queue and loss on the downlink)."""
         return {"rtt": f"{self.rtt_s * 1000:.4f}ms", "rate": f"{self.rate_bps / 1e6:.6f}mbit",
                 "queue": f"{self.queue_bytes}B", "loss": f"{self.loss * 100:.5f}%"}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the evidence rules out, within the lab's own limits: random loss above `max_loss` (every packet random
+    loss drops is sent again: the retransmissions' upper bound, estimate.loss_bounds) and an RTT setting above
+    `max_rtt_s` (every packet of the path waited at least its base RTT, so no base above the lowest RTT in the
+    user's files, and the lab's link never delivers below its setting). Unbounded, the search traded one against
+    the other: on a 0.136 % loss link at 93.8 ms it raised the RTT to 114.9 ms and lowered the loss to 0.060 %, a
+    pair Reno's throughput follows as well (results/reference/calibrate-20261126-2, link 2: Reno 104 % off)."""
+
+    max_loss: float = MAX_LOSS
+    max_rtt_s: float = MAX_RTT_S
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.max_loss <= MAX_LOSS:
+            raise ValueError(f"max_loss must be within 0..{MAX_LOSS}")
+        if not MIN_RTT_S <= self.max_rtt_s <= MAX_RTT_S:
+            raise ValueError(f"max_rtt_s must be within {MIN_RTT_S}..{MAX_RTT_S}")
+
+
+NO_LIMITS = Limits()
 
 
 @dataclass(frozen=True)
@@ -154,18 +177,18 @@ def _vector(c: Candidate) -> list[float]:
     return [math.log(c.rate_bps), math.log(c.rtt_s), math.log(c.queue_bytes), math.log(max(c.loss, LOSS_FLOOR))]
 
 
-def _candidate(x: Sequence[float], max_loss: float = MAX_LOSS) -> Candidate:
+def _candidate(x: Sequence[float], limits: Limits = NO_LIMITS) -> Candidate:
     loss = math.exp(x[3])
     return _within(Candidate(rate_bps=math.exp(x[0]), rtt_s=math.exp(x[1]), queue_bytes=round(math.exp(x[2])),
-                             loss=0.0 if loss <= LOSS_FLOOR * 1.0001 else loss), max_loss)
+                             loss=0.0 if loss <= LOSS_FLOOR * 1.0001 else loss), limits)
 
 
-def _within(c: Candidate, max_loss: float = MAX_LOSS) -> Candidate:
-    """`c` with each parameter brought within the lab's limits (and the loss within `max_loss`)."""
+def _within(c: Candidate, limits: Limits = NO_LIMITS) -> Candidate:
+    """`c` with each parameter brought within the lab's limits and the evidence's (`limits`)."""
     return Candidate(rate_bps=min(MAX_RATE_BPS, max(MIN_RATE_BPS, c.rate_bps)),
-                     rtt_s=min(MAX_RTT_S, max(MIN_RTT_S, c.rtt_s)),
+                     rtt_s=min(MAX_RTT_S, limits.max_rtt_s, max(MIN_RTT_S, c.rtt_s)),
                      queue_bytes=min(MAX_QUEUE_BYTES, max(MIN_QUEUE_BYTES, c.queue_bytes)),
-                     loss=min(MAX_LOSS, max_loss, max(0.0, c.loss)))
+                     loss=min(MAX_LOSS, limits.max_loss, max(0.0, c.loss)))
 
 
 def _key(c: Candidate) -> tuple[float, ...]:
@@ -219,17 +242,15 @@ class _Runner:
 
 def search(real: Result, start: Candidate, measure: Measure, budget: int = 40, step: float = 0.1,
            min_step: float = 0.005, progress: Callable[[Fit], None] | None = None,
-           losses: Sequence[float] | None = None, max_loss: float = MAX_LOSS) -> Fit:
+           losses: Sequence[float] | None = None, limits: Limits = NO_LIMITS) -> Fit:
     """The candidate link nearest to the real path (see the module's docstring); every candidate measured is kept
     in `tried`, in the order measured."""
     if budget < 1:
         raise ValueError("budget must be at least 1")
-    if not 0 <= max_loss <= MAX_LOSS:
-        raise ValueError(f"max_loss must be within 0..{MAX_LOSS}")
-    start = _within(start, max_loss)
+    start = _within(start, limits)
     fit = Fit(best=Tried(start, None, math.inf, {}))
     runner = _Runner(real, measure, budget, fit)
-    first = [t for t in runner.run(_starts(start, START_LOSSES if losses is None else losses, max_loss))
+    first = [t for t in runner.run(_starts(start, START_LOSSES if losses is None else losses, limits.max_loss))
              if t is not None and t.result is not None]
     here = min(first, key=lambda t: t.error, default=None)
     damping = 1.0
@@ -241,12 +262,12 @@ def search(real: Result, start: Candidate, measure: Measure, budget: int = 40, s
             fit.stopped = f"budget of {budget} candidates spent"
             break
         x = np.array(_vector(here.candidate))
-        jac = _jacobian(runner, real, x, r0, step, max_loss)
+        jac = _jacobian(runner, real, x, r0, step, limits)
         if jac is None:
             fit.stopped = f"budget of {budget} candidates spent"
             break
         moves = [_lm_step(jac, r0, damping * f) for f in DAMPINGS]
-        trials = runner.run([_candidate(x + d, max_loss) for d in moves])
+        trials = runner.run([_candidate(x + d, limits) for d in moves])
         fit.rounds += 1
         ok = [(t, f) for t, f in zip(trials, DAMPINGS, strict=True) if t is not None]
         best = min(ok, key=lambda tf: tf[0].error, default=None)
@@ -310,17 +331,17 @@ MAX_MOVE = 1.0  # at most a factor e per parameter in one step
 
 
 def _jacobian(runner: _Runner, real: Result, x: np.ndarray, r0: np.ndarray, step: float,
-              max_loss: float = MAX_LOSS) -> np.ndarray | None:
+              limits: Limits = NO_LIMITS) -> np.ndarray | None:
     """Forward differences, one candidate per parameter (one batch); backward for a parameter at its upper limit
-    (the loss at or near `max_loss`: a forward step clipped to nothing holds it, to a sliver divides the runs' noise
-    by that sliver); a parameter whose neighbour could not be measured is held this round (its column 0). None when
-    the budget ran out."""
+    (e.g. the loss at or near `limits.max_loss`, the RTT at its bound: a forward step clipped to nothing holds it,
+    to a sliver divides the runs' noise by that sliver); a parameter whose neighbour could not be measured is held
+    this round (its column 0). None when the budget ran out."""
     probes = []
     for k in range(len(x)):
         unit = np.eye(len(x))[k]
-        probe = _candidate(x + step * unit, max_loss)
+        probe = _candidate(x + step * unit, limits)
         if abs(_vector(probe)[k] - x[k]) < step / 2:
-            back = _candidate(x - step * unit, max_loss)
+            back = _candidate(x - step * unit, limits)
             if abs(_vector(back)[k] - x[k]) > abs(_vector(probe)[k] - x[k]):
                 probe = back
         probes.append(probe)

@@ -4,6 +4,7 @@ Errors name the file and what is missing."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 
@@ -87,12 +88,17 @@ def iperf3_flow(data: dict[str, Any], name: str) -> Flow:
         # --json sends `server_output_text` instead (its text lines: Retr and Cwnd, no RTT): nothing to read there.
         side = iperf3_flow(server, f"{name} (the server's output in it)")
         rtt, retx_times, retx_known = side.rtt, side.retransmit_times_s or [], side.retransmit_times_s is not None
+    reverse = bool(test.get("reverse"))
+    if not reverse and isinstance(server, dict) and server.get("intervals"):
+        # an upload's client is its sender: its intervals count what it wrote, which runs ahead of what the link
+        # delivered by a socket buffer (through an outage too); the receiving server's intervals are the delivery
+        with contextlib.suppress(UsageError):
+            rate = iperf3_flow(server, f"{name} (the server's output in it)").rate or rate
     sent = end.get("sum_sent") or {}
     received = end.get("sum_received") or {}
     total = sent.get("retransmits") if isinstance(sent.get("retransmits"), int) else None
     bytes_ = int(received.get("bytes") or sum((i["sum"].get("bytes") or 0) for i in intervals))
     cc = end.get("sender_tcp_congestion") or test.get("congestion") or None
-    reverse = bool(test.get("reverse"))
     streams = int(test.get("num_streams", 1) or 1)
     return Flow(
         source=name, label=f"iperf3 {cc or 'unknown cc'}{f' x{streams}' if streams > 1 else ''}",

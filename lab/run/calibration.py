@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from lab import config, docker, lock
 from lab.calibrate.scenario_file import Table
-from lab.calibrate.search import MAX_LOSS, Candidate, Fit, Observed, Result, search
+from lab.calibrate.search import NO_LIMITS, Candidate, Fit, Limits, Observed, Result, search
 from lab.calibrate.senders import Sender, observed
 from lab.calibrate.tools import iperf3_flow
 from lab.errors import EnvironmentProblem, UsageError
@@ -55,9 +55,11 @@ def receiver_argv(port: int = PORT) -> list[str]:
 
 def download_argv(s: Sender, port: int = PORT) -> list[str]:
     """A download as a user runs it in the client: the server sends with `s.cc`, its side in the JSON too; reads of
-    16 KiB (`-l`; iperf3's default 128 KiB makes each 1 s interval a multiple of 1.05 Mbit/s)."""
-    return ["iperf3", "-c", config.SERVER_IP, "-p", str(port), "-R", "-C", s.cc, "-t", str(s.seconds), "-l", "16K",
-            "--json", "--get-server-output", "--connect-timeout", "3000"]
+    16 KiB (`-l`; iperf3's default 128 KiB makes each 1 s interval a multiple of 1.05 Mbit/s). A sender whose
+    direction is up is an upload (no -R): the client sends with `s.cc`, the receiving server's side in the JSON."""
+    reverse = ["-R"] if s.direction == "down" else []
+    return ["iperf3", "-c", config.SERVER_IP, "-p", str(port), *reverse, "-C", s.cc, "-t", str(s.seconds), "-l",
+            "16K", "--json", "--get-server-output", "--connect-timeout", "3000"]
 
 
 def sender_json(out: str, s: Sender) -> Observed | None:
@@ -165,15 +167,15 @@ def _wait_listening(container: str) -> None:
 def search_in_lab(senders: Mapping[str, Sender], real: Result, start_at: Candidate,
                   tables: Callable[[Candidate], tuple[Table, Table, Table]], budget: int,
                   on_candidate: Callable[[int, Candidate, Result | None], None],
-                  losses: tuple[Sequence[float] | None, float] = (None, MAX_LOSS)) -> Fit:
+                  first: tuple[Sequence[float] | None, Limits] = (None, NO_LIMITS)) -> Fit:
     """The search (lab/calibrate/search.py) with this lab measuring, the lab held for the whole search; afterwards
-    (also after Ctrl-C or a failure) the lab's link is left unshaped and no sender runs. `losses`: the first
-    batch's losses (None: the search's grid) and the largest (lab/calibrate/fit.py loss_range)."""
+    (also after Ctrl-C or a failure) the lab's link is left unshaped and no sender runs. `first`: the first
+    batch's losses (None: the search's grid) and the evidence's limits (lab/calibrate/fit.py search_range)."""
     with lock.holding():
         check_allowed(senders)
         try:
             return search(real, start_at, LabMeasure(senders, tables, on_candidate), budget=budget,
-                          losses=losses[0], max_loss=losses[1])
+                          losses=first[0], limits=first[1])
         finally:
             with contextlib.suppress(EnvironmentProblem):
                 shaper.apply(Link(), "linkem")

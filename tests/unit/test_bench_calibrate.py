@@ -80,7 +80,7 @@ def test_the_results_read_back_and_their_table_lists_every_link() -> None:
     assert doc["seed"] == 1 and hidden.from_doc(doc) == scores
     md = hidden.markdown(scores, "reno")
     rows = [ln for ln in md.splitlines() if ln.startswith("| ") and not ln.startswith("| link")]
-    assert len(rows) == 2 and "10.00 Mbit/s, RTT 50.0 ms, queue 60000 B, loss 0.000%" in rows[0]
+    assert len(rows) == 2 and "10.00 Mbit/s (both ways), RTT 50.0 ms, queue 60000 B, loss 0.000%" in rows[0]
     assert "| 10.00 / 9.50 | 5.0% |" in rows[0]
     assert "trace ATT, RTT 40.0 ms | not calibrated: m: a failed iperf3 run | - / - | - |" in rows[1]
     assert "does not pass" in md.splitlines()[-1]

@@ -212,13 +212,64 @@ def test_the_lab_search_starts_within_the_evidence() -> None:
     search's start is held at the bound, its first losses are the bound's ladder, and without timed retransmissions
     the search keeps its own grid and the lab's limit."""
     from lab.calibrate import fit as fits
-    from lab.calibrate.search import MAX_LOSS, loss_ladder
+    from lab.calibrate.search import MAX_LOSS, Limits, loss_ladder
 
     bbr = _timed("bbr", [2.5, 5.5, 7.5])
     cubic = _timed("cubic", [1.5] * 101 + [2.5] * 16 + [3.5] * 7)
     e = estimate(Measurements(inputs=[], flows=[cubic, bbr]), "m").model_copy(update={"down_loss": 0.00195})
     assert e.down_loss_max is not None and e.down_loss_steady is not None and e.down_loss_max < 0.00195
     assert fits.start(e, "m").loss == e.down_loss_max
-    assert fits.loss_range(e) == (loss_ladder(e.down_loss_steady, e.down_loss_max), e.down_loss_max)
+    assert fits.search_range(e) == (loss_ladder(e.down_loss_steady, e.down_loss_max),
+                                   Limits(max_loss=e.down_loss_max, max_rtt_s=e.rtt_s))
     plain = e.model_copy(update={"down_loss_max": None, "down_loss_steady": None})
-    assert fits.loss_range(plain) == (None, MAX_LOSS) and fits.start(plain, "m").loss == 0.00195
+    assert fits.search_range(plain) == (None, Limits(MAX_LOSS, e.rtt_s)) and fits.start(plain, "m").loss == 0.00195
+
+
+def _flow(direction: str, mbits: list[float], cc: str = "cubic") -> Flow:
+    return Flow(source=f"{cc}-{direction}.json", label=f"iperf3 {cc}", cc=cc,
+                direction="up" if direction == "up" else "down", duration_s=len(mbits),
+                bytes=int(sum(mbits) * 1e6 / 8), rate=[(i, i + 1, r * 1e6) for i, r in enumerate(mbits)],
+                rtt=[(i + 0.5, 0.08) for i in range(len(mbits))])
+
+
+def _mbit_per_second(trace_ms: list[int]) -> list[float]:
+    return [sum(1 for t in trace_ms if s * 1000 < t <= (s + 1) * 1000) * 12000 / 1e6
+            for s in range(math.ceil(trace_ms[-1] / 1000))]
+
+
+def test_a_rate_trace_begins_where_its_download_began_and_a_varying_upload_is_one_too() -> None:
+    """The shape of the ATT recording's link (results/reference/calibrate-20261126-2, link 0): a download that got
+    9 Mbit/s in its second second and then little; an upload stalled 3-5 s in. The down trace keeps the start-up
+    seconds (from after them it began 2 s late, past the high rate a loss-based sender's window grows in), and the
+    upload becomes the uplink's trace with its stall (unmeasured, the uplink was unlimited and ACKs never waited)."""
+    down = [0.4, 8.9, 6.3, 0.0, 4.3, 4.6, 4.2, 1.4, 0.9, 0.7]
+    up = [3.0, 0.5, 2.0, 0.0, 0.0, 1.5, 2.5, 2.0, 2.2, 1.8]
+    m = Measurements(inputs=[], flows=[_flow("down", down, "bbr"), _flow("down", [x * 0.7 for x in down]),
+                                       _flow("up", up)])
+    e = estimate(m, "m")
+    assert e.down_trace_ms is not None and e.up_trace_ms is not None
+    assert _mbit_per_second(e.down_trace_ms) == pytest.approx([x * WIRE_FACTOR for x in down], abs=0.02)
+    assert _mbit_per_second(e.up_trace_ms)[:5] == pytest.approx([x * WIRE_FACTOR for x in up[:5]], abs=0.02)
+    assert e.up_rate_bps == pytest.approx(len(e.up_trace_ms) * 12000 / (e.up_trace_ms[-1] / 1000))
+    tables = scenario_file.link_tables(e, {"down": Path("d.trace"), "up": Path("u.trace")})
+    assert tables[2] == {"trace": str(Path("u.trace").resolve())}  # what the search's candidates put in force
+    steady_up = estimate(Measurements(inputs=[], flows=[_flow("down", down, "bbr"), _flow("up", [2.0] * 10)]), "m")
+    assert steady_up.up_trace_ms is None and steady_up.up_rate_bps == pytest.approx(2e6 * WIRE_FACTOR)
+    assert estimate(Measurements(inputs=[], flows=[_flow("down", down)]), "m").up_rate_bps is None
+
+
+def test_an_uploads_rate_is_what_the_receiver_got() -> None:
+    """iperf3's client of an upload is its sender: its intervals count what it wrote into its socket, which runs on
+    through an uplink's stall; with --get-server-output (a server run with --json) the receiver's intervals are
+    the rate."""
+    import json
+
+    from lab.calibrate.tools import iperf3_flow
+
+    doc = json.loads(inputs.iperf3_json("cubic", [4.0] * 6, rtts_ms=[80] * 6, retransmits=[0] * 6))
+    doc["server_output_json"] = json.loads(inputs.iperf3_json("cubic", [4.0, 4.0, 0.0, 0.0, 4.0, 4.0]))
+    flow = iperf3_flow(doc, "up.json")
+    assert flow.direction == "up" and [r for _, _, r in flow.rate] == [4e6, 4e6, 0.0, 0.0, 4e6, 4e6]
+    assert flow.rtt  # the sender's RTT stays the client's own
+    doc.pop("server_output_json")
+    assert [r for _, _, r in iperf3_flow(doc, "up.json").rate] == [4e6] * 6

@@ -86,6 +86,8 @@ def test_the_lab_downloads_as_the_user_did_from_a_one_off_server() -> None:
     assert calibration.download_argv(Sender("bbr", "down", 12), calibration.PORT) == [
         "iperf3", "-c", config.SERVER_IP, "-p", "5399", "-R", "-C", "bbr", "-t", "12", "-l", "16K", "--json",
         "--get-server-output", "--connect-timeout", "3000"]
+    # an upload (the benchmark's user measures the uplink too): the client sends, with its congestion control
+    assert calibration.download_argv(Sender("cubic", "up", 10))[3:8] == ["-p", "5399", "-C", "cubic", "-t"]
     # the server with --json: --get-server-output hands the client the server's output in the server's format
     assert calibration.receiver_argv() == ["iperf3", "-s", "-1", "--json", "-p", "5399"]
     assert calibration.named("qlc-x-srv", ["iperf3", "-s"])[-3:] == ["qlc-x-srv", "iperf3", "-s"]

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from lab.calibrate.search import Candidate, Observed, Result, error, relative_errors, search, sender_error
+from lab.calibrate.search import Candidate, Limits, Observed, Result, error, relative_errors, search, sender_error
 
 MSS_BITS = 1448 * 8
 
@@ -195,14 +195,14 @@ def test_a_few_retransmissions_no_longer_outweigh_the_delay():
 
 def test_the_evidence_sets_the_first_losses_and_the_largest():
     """losses (loss_ladder of the retransmissions' bounds) replace the grid in the first batch; no candidate, the
-    start included, has more random loss than max_loss, even where the model's best fit lies above it."""
+    start included, has more random loss than Limits.max_loss, even where the model's best fit lies above it."""
     from lab.calibrate.search import loss_ladder
 
     ladder = loss_ladder(0.0004, 0.0012)
     assert ladder == pytest.approx([0.0, 0.0012, 0.0004, 0.0004, 0.0012 / 9])  # (/27 is under 10 x LOSS_FLOOR)
     lab = Lab()
     start = Candidate(rate_bps=12e6, rtt_s=0.06, queue_bytes=60_000, loss=0.0019)
-    fit = search(model(HIDDEN), start, lab, budget=30, losses=ladder, max_loss=0.0012)
+    fit = search(model(HIDDEN), start, lab, budget=30, losses=ladder, limits=Limits(max_loss=0.0012))
     # the start held at the bound (so the ladder's 0.12 % is the start itself), then none, 0.04 % (once: 1/3 of the
     # bound is the point) and 0.0133 %
     assert [t.candidate.loss for t in fit.tried[:4]] == pytest.approx([0.0012, 0.0, 0.0004, 0.0012 / 9])
@@ -214,3 +214,21 @@ def test_the_evidence_sets_the_first_losses_and_the_largest():
     assert fit.tried[4].candidate.rate_bps == pytest.approx(12e6 * math.exp(0.1))  # the others forward
     with pytest.raises(ValueError):
         loss_ladder(0.002, 0.001)
+
+
+def test_no_candidate_has_an_rtt_above_the_lowest_the_user_saw():
+    """Limits.max_rtt_s (the lowest RTT in the user's files) holds every candidate, the start included, even where
+    the model's best fit lies above it (here the model's path is 90 ms; the files said at most 70 ms): the search
+    stays at the bound, and its Jacobian's RTT probe from there steps down (a step up would be clipped to nothing).
+    Without the bound the same search finds 90 ms (test_the_hidden_link_is_found_from_rough_first_estimates)."""
+    hidden = Candidate(rate_bps=12e6, rtt_s=0.09, queue_bytes=60_000, loss=0.002)
+    start = Candidate(rate_bps=10e6, rtt_s=0.08, queue_bytes=60_000, loss=0.002)
+    free = search(model(hidden), start, Lab(), budget=60)
+    assert free.best.candidate.rtt_s == pytest.approx(0.09, rel=0.02)
+    fit = search(model(hidden), start, Lab(), budget=60, limits=Limits(max_rtt_s=0.07))
+    assert fit.tried[0].candidate.rtt_s == 0.07
+    assert max(t.candidate.rtt_s for t in fit.tried) <= 0.07
+    assert fit.best.candidate.rtt_s == pytest.approx(0.07)
+    assert any(t.candidate.rtt_s == pytest.approx(0.07 * math.exp(-0.1)) for t in fit.tried)
+    with pytest.raises(ValueError):
+        Limits(max_rtt_s=0.0)
