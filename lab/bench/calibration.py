@@ -89,7 +89,9 @@ UPLOAD = "upload.json"
 
 
 def hidden_files(folder: Path) -> list[Path]:
-    return [folder / PING, *(folder / f"{cc}.json" for cc in MEASURED), folder / UPLOAD]
+    """The user's files of a hidden link (the upload where there is one: links measured before it had none)."""
+    upload = [folder / UPLOAD] if (folder / UPLOAD).is_file() else []
+    return [folder / PING, *(folder / f"{cc}.json" for cc in MEASURED), *upload]
 
 
 def _say(text: str) -> None:

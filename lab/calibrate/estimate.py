@@ -29,7 +29,8 @@
   a recorded up trace as given; unmeasured, unlimited. On a cellular path the uplink stalls as the downlink does,
   and a download's ACKs wait with it: the ATT recording's uplink is down 0.5-1.5 s and 3-5.25 s into it, where a
   download's sender gets no ACK for two seconds (results/reference/calibrate-20261126-2, link 0: cubic 2.1 Mbit/s
-  and BBR 2.8 on that path; with an unlimited uplink and the same downlink both got 3.4-3.8).
+  and BBR 2.8 on that path; on the fit's lossless candidates, uplink unlimited, cubic got about as much as BBR,
+  2.6-3.9).
 - queue: the bytes queued under load, per RTT sample its rise above the base times the delivery rate at that time;
   the highest of the downloads' p95 (a full queue holds the same bytes at any rate, not the same delay).
 - random loss: a retransmission counts as queue overflow when the queue held at least OVERFLOW_SHARE of its p95

@@ -46,7 +46,8 @@ def test_every_hidden_link_is_a_link_the_lab_accepts(tmp_path: Path, monkeypatch
     d = link.downlink
     assert d.rate_bps == pytest.approx(lossy.rate_bps, abs=100) and d.queue_bytes == lossy.queue_bytes
     assert d.loss.mean == pytest.approx(lossy.loss, rel=1e-3) and link.uplink.loss.mean == 0
-    assert link.uplink.rate_bps is None  # the hidden links shape the downlink; ACKs pass unlimited
+    # the uplink at the downlink's rate (the user's upload measures it), lossless, the lab's default queue
+    assert link.uplink.rate_bps == d.rate_bps and link.uplink.loss.mean == 0
 
 
 def _score(hidden_t: float | None, fitted_t: float | None, hidden_r: float = 0.05, fitted_r: float = 0.05) -> Score:
