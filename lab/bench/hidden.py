@@ -42,22 +42,29 @@ class HiddenLink:
     queue_bytes: int | None = None
     loss: float = 0.0
     trace: str = ""
+    #: the uplink's rate (None: unlimited; links drawn before the user's upload was measured had that)
+    up_rate_bps: float | None = None
 
     def tables(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
         """Its scenario settings ([link], [link.down], [link.up]; lab/link/spec.py keys)."""
         common = {"rtt": f"{self.rtt_s * 1000:.3f}ms"}
         if self.trace:
             return {**common, "traces": self.trace}, {}, {}
-        rate = f"{(self.rate_bps or 0) / 1e6:.4f}mbit"
-        down = {"rate": rate, "queue": f"{self.queue_bytes}B"}
+        down = {"rate": f"{(self.rate_bps or 0) / 1e6:.4f}mbit", "queue": f"{self.queue_bytes}B"}
         if self.loss:
             down["loss"] = f"{self.loss * 100:.4f}%"
-        return common, down, {"rate": rate}
+        return common, down, ({"rate": f"{self.up_rate_bps / 1e6:.4f}mbit"} if self.up_rate_bps else {})
 
     def describe(self) -> str:
         if self.trace:
             return f"trace {self.trace}, RTT {self.rtt_s * 1000:.1f} ms"
-        return (f"{(self.rate_bps or 0) / 1e6:.2f} Mbit/s (both ways), RTT {self.rtt_s * 1000:.1f} ms, queue "
+        if not self.up_rate_bps:
+            ways = ""
+        elif self.up_rate_bps == self.rate_bps:
+            ways = " (both ways)"
+        else:
+            ways = f" (up {self.up_rate_bps / 1e6:.2f})"
+        return (f"{(self.rate_bps or 0) / 1e6:.2f} Mbit/s{ways}, RTT {self.rtt_s * 1000:.1f} ms, queue "
                 f"{self.queue_bytes} B, loss {self.loss:.3%}")
 
 
@@ -78,7 +85,7 @@ def draw(n: int, seed: int, traces: Sequence[str]) -> list[HiddenLink]:
         bdp = rate / 8 * rtt
         queue = max(2 * MTU, round(bdp * _log_uniform(rng, *QUEUE_BDP)))
         loss = 0.0 if rng.random() < P_NO_LOSS else round(_log_uniform(rng, *LOSS), 6)
-        out.append(HiddenLink(index=i, rtt_s=rtt, rate_bps=rate, queue_bytes=queue, loss=loss))
+        out.append(HiddenLink(index=i, rtt_s=rtt, rate_bps=rate, queue_bytes=queue, loss=loss, up_rate_bps=rate))
     return out
 
 

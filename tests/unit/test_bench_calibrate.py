@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,10 @@ def test_every_hidden_link_is_a_link_the_lab_accepts(tmp_path: Path, monkeypatch
     assert d.loss.mean == pytest.approx(lossy.loss, rel=1e-3) and link.uplink.loss.mean == 0
     # the uplink at the downlink's rate (the user's upload measures it), lossless, the lab's default queue
     assert link.uplink.rate_bps == d.rate_bps and link.uplink.loss.mean == 0
+    assert lossy.describe().startswith(f"{lossy.rate_bps / 1e6:.2f} Mbit/s (both ways), RTT")
+    # a link of a folder drawn before the uplink was (no up_rate_bps): unlimited, and said as before
+    old = HiddenLink(**{k: v for k, v in asdict(lossy).items() if k != "up_rate_bps"})
+    assert parse_link(*old.tables()).uplink.rate_bps is None and "both ways" not in old.describe()
 
 
 def _score(hidden_t: float | None, fitted_t: float | None, hidden_r: float = 0.05, fitted_r: float = 0.05) -> Score:
@@ -81,7 +86,7 @@ def test_the_results_read_back_and_their_table_lists_every_link() -> None:
     assert doc["seed"] == 1 and hidden.from_doc(doc) == scores
     md = hidden.markdown(scores, "reno")
     rows = [ln for ln in md.splitlines() if ln.startswith("| ") and not ln.startswith("| link")]
-    assert len(rows) == 2 and "10.00 Mbit/s (both ways), RTT 50.0 ms, queue 60000 B, loss 0.000%" in rows[0]
+    assert len(rows) == 2 and "10.00 Mbit/s, RTT 50.0 ms, queue 60000 B, loss 0.000%" in rows[0]
     assert "| 10.00 / 9.50 | 5.0% |" in rows[0]
     assert "trace ATT, RTT 40.0 ms | not calibrated: m: a failed iperf3 run | - / - | - |" in rows[1]
     assert "does not pass" in md.splitlines()[-1]
