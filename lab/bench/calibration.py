@@ -168,7 +168,8 @@ def calibrate_one(hidden: Path, work: Path, budget: int,
     except UsageError as err:  # the user's files do not allow a calibration (e.g. iperf3 failed on this link)
         return {"why": f"not calibrated: {err}"}
     tables = partial(fits.candidate_tables, e, folder=work / "traces")
-    found = calibration.search_in_lab(senders, real, start, tables, budget, progress, fits.search_range(e))
+    found = calibration.search_in_lab(senders, real, start, tables, budget, progress, fits.search_range(e),
+                                      fits.shapes(e, start))
     (work / "m" / fits.FILE).write_text(json.dumps(fits.fit_doc(found, real, dict(senders), start), indent=1))
     if found.best.result is None:
         return {"candidates": len(found.tried), "why": f"no candidate measured ({found.stopped})"}

@@ -21,6 +21,9 @@
   medians (a download that did not fill the link says less). A recorded trace (probe input) is the rate as given.
 - rate trace (mahimahi): from the download with the highest rate when its delivery rate varies (coefficient of
   variation of the intervals after start-up >= TRACE_CV, at least TRACE_MIN_S long), or when asked; see trace.py.
+  The 1 s intervals of a 10 s run do not tell a varying link from a constant one reliably (the TMobile recording's
+  BBR download varied by 0.13-0.20, constant links' downloads by 0.00-0.20 in the committed benchmarks): with
+  `auto` the estimate keeps both shapes (down_median_bps, down_delivery_ms) and the lab search measures both.
   The whole download, start-up included: the trace begins where the download began, and a sender on a candidate
   link meets it from its beginning, as the user's sender did. (From after the start-up, the trace of the ATT
   recording's link began 2 s into it: past the first seconds' high rate and an outage of the uplink, which set how
@@ -55,7 +58,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from lab.calibrate.measurements import Flow, Measurements
-from lab.calibrate.trace import from_rates
+from lab.calibrate.trace import from_rates, mean_rate
 from lab.errors import UsageError
 from lab.quantiles import median
 
@@ -86,6 +89,10 @@ class Estimate(BaseModel):
     down_rate_bps: float | None = None   # mean rate of the trace when there is one
     down_rate_cv: float | None = None
     down_trace_ms: list[int] | None = None
+    #: (--rate auto, a download of TRACE_MIN_S or more) its median rate after start-up and its whole delivery rate as
+    #: a trace, whichever shape the estimate took: the lab search tries the other one too (fit.shapes)
+    down_median_bps: float | None = None
+    down_delivery_ms: list[int] | None = None
     down_queue_bytes: int | None = None
     queue_delay_s: float | None = None
     down_loss: float | None = None       # random loss outside overflow episodes
@@ -259,13 +266,13 @@ def estimate(m: Measurements, where: str, mode: RateMode = "auto") -> Estimate:
     up_trace = next((t for t in m.traces if t.direction == "up"), None)
     if up_trace is not None:
         e.up_trace_ms = up_trace.trace_ms
-        e.up_rate_bps = _mean_rate(up_trace.trace_ms)
+        e.up_rate_bps = mean_rate(up_trace.trace_ms)
     elif up:
         best = max(up, key=flow_rate)
         e.up_rate_bps = flow_rate(best)
         if _as_trace(best, mode):
             e.up_trace_ms = trace_of(best)
-            e.up_rate_bps = _mean_rate(e.up_trace_ms)
+            e.up_rate_bps = mean_rate(e.up_trace_ms)
             e.notes.append(f"uplink rate: a trace of the delivery rate of {best.label} ({best.source}) "
                            f"(variation {variation(best):.2f})")
         else:
@@ -286,15 +293,11 @@ def trace_of(flow: Flow) -> list[int]:
     return from_rates([(a, b, r * WIRE_FACTOR) for a, b, r in flow.rate])
 
 
-def _mean_rate(trace_ms: list[int]) -> float:
-    return len(trace_ms) * MTU * 8 / (trace_ms[-1] / 1000)
-
-
 def _down_rate(m: Measurements, down: list[Flow], e: Estimate, mode: RateMode, where: str) -> None:
     recorded = next((t for t in m.traces if t.direction == "down"), None)
     if recorded is not None:
         e.down_trace_ms = recorded.trace_ms
-        e.down_rate_bps = _mean_rate(recorded.trace_ms)
+        e.down_rate_bps = mean_rate(recorded.trace_ms)
         e.notes.append(f"downlink rate: the recorded trace {recorded.file}")
         return
     if not down:
@@ -302,9 +305,11 @@ def _down_rate(m: Measurements, down: list[Flow], e: Estimate, mode: RateMode, w
     best = max(down, key=flow_rate)
     e.down_rate_bps = flow_rate(best)
     e.down_rate_cv = variation(best)
+    if mode == "auto" and best.duration_s >= TRACE_MIN_S:
+        e.down_median_bps, e.down_delivery_ms = e.down_rate_bps, trace_of(best)
     if _as_trace(best, mode):
-        e.down_trace_ms = trace_of(best)
-        e.down_rate_bps = _mean_rate(e.down_trace_ms)
+        e.down_trace_ms = e.down_delivery_ms or trace_of(best)
+        e.down_rate_bps = mean_rate(e.down_trace_ms)
         e.notes.append(f"downlink rate: a trace of the delivery rate of {best.label} ({best.source}), its "
                        f"start-up included (variation after it {e.down_rate_cv:.2f})")
     else:

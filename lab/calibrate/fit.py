@@ -5,6 +5,7 @@ estimate, fit.json with every candidate tried) and what it prints (each sender's
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,18 @@ def start(e: Estimate, where: str) -> Candidate:
         raise UsageError(f"{where}: no downlink rate estimate to start the lab search from")
     queue = e.down_queue_bytes or Direction(rate_bps=round(e.down_rate_bps)).queue_limit_bytes_for(e.rtt_s)
     return Candidate(rate_bps=e.down_rate_bps, rtt_s=e.rtt_s, queue_bytes=int(queue or 1500),
-                     loss=min(e.down_loss or 0.0, search_range(e)[1].max_loss))
+                     loss=min(e.down_loss or 0.0, search_range(e)[1].max_loss), trace=bool(e.down_trace_ms))
+
+
+def shapes(e: Estimate, first: Candidate) -> list[Candidate]:
+    """The start with the downlink's other shape, when the estimate kept both (--rate auto, a long enough download):
+    a constant rate (the median after start-up) for a rate trace, or the download's delivery rate as a trace (at
+    its own mean) for a constant rate. None for a recorded trace or a shape the user asked for."""
+    if not e.down_delivery_ms or not e.down_median_bps:
+        return []
+    if first.trace:
+        return [replace(first, rate_bps=e.down_median_bps, trace=False)]
+    return [replace(first, rate_bps=trace.mean_rate(e.down_delivery_ms), trace=True)]
 
 
 def search_range(e: Estimate) -> tuple[list[float] | None, Limits]:
@@ -45,10 +57,14 @@ def search_range(e: Estimate) -> tuple[list[float] | None, Limits]:
 
 def fitted(e: Estimate, c: Candidate) -> Estimate:
     """The estimate with a candidate's rate, RTT, queue and random loss (jitter and uplink as estimated); a downlink
-    rate trace scaled to the candidate's rate as its mean (the same pattern)."""
-    down = e.down_trace_ms
-    if down and e.down_rate_bps and c.rate_bps != e.down_rate_bps:
-        down = scaled(down, c.rate_bps / e.down_rate_bps)
+    rate trace scaled to the candidate's rate as its mean (the same pattern). The candidate's shape (`trace`): None
+    the estimate's, True its trace (or the download's delivery rate as one), False a constant rate."""
+    base = e.down_trace_ms if c.trace is not False else None
+    if c.trace and not base:
+        base = e.down_delivery_ms
+    down = base
+    if base and c.rate_bps != (mean := trace.mean_rate(base)):
+        down = scaled(base, c.rate_bps / mean)
     return e.model_copy(update={"rtt_s": c.rtt_s, "down_rate_bps": c.rate_bps, "down_queue_bytes": c.queue_bytes,
                                 "down_loss": c.loss or None, "down_trace_ms": down or None})
 
@@ -82,7 +98,8 @@ def _observed(o: Observed) -> dict[str, float]:
 
 def _tried(t: Tried) -> dict[str, Any]:
     return {"candidate": {"rate_bps": t.candidate.rate_bps, "rtt_s": t.candidate.rtt_s,
-                          "queue_bytes": t.candidate.queue_bytes, "loss": t.candidate.loss},
+                          "queue_bytes": t.candidate.queue_bytes, "loss": t.candidate.loss,
+                          "trace": t.candidate.trace},
             "error": None if math.isinf(t.error) else t.error,
             "result": None if t.result is None else {s: _observed(o) for s, o in t.result.items()}}
 
@@ -117,8 +134,9 @@ ERROR_COLUMNS = ["sender", "real Mbit/s", "fitted Mbit/s", "error", "real p50 RT
 def describe(c: Candidate, e: Estimate | None = None) -> str:
     """A candidate in words; with its estimate, a downlink rate trace says so (the rate is that trace scaled to
     this mean) and jitter is named when there is some."""
-    if e is not None and e.down_trace_ms:
-        rate = f"rate trace ({e.down_trace_ms[-1] / 1000:g} s) scaled to mean {c.rate_bps / 1e6:.3f} Mbit/s"
+    shape = None if e is None else fitted(e, c).down_trace_ms
+    if shape:
+        rate = f"rate trace ({shape[-1] / 1000:g} s) scaled to mean {c.rate_bps / 1e6:.3f} Mbit/s"
     else:
         rate = f"rate {c.rate_bps / 1e6:.3f} Mbit/s"
     jitter = f", jitter {e.jitter_s * 1000:.2f} ms" if e is not None and e.jitter_s else ""

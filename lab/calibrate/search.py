@@ -22,8 +22,10 @@ measured (kept among the tried ones with an infinite error, never chosen: a fail
 - Search: Levenberg-Marquardt in log space over the downlink's rate, the RTT, the queue and the random loss, on
   the residuals ln(got / real) of every sender's throughput and delay, from the best of the first estimates
   and the same link with other random losses (`losses`: the caller's, from the evidence, e.g. loss_ladder of its
-  bounds; else START_LOSSES: none, 0.01, 0.1 and 1 %), every candidate within the evidence's `Limits`: random loss
-  at most the retransmissions' upper bound, the RTT at most the lowest RTT in the user's files. Each round
+  bounds; else START_LOSSES: none, 0.01, 0.1 and 1 %), and with the downlink's other shape (`shapes`: a rate
+  trace for a constant rate, or the reverse; the search goes on in the shape of the best), every candidate within
+  the evidence's `Limits`: random loss at most the retransmissions' upper bound, the RTT at most the lowest RTT in
+  the user's files. Each round
   measures one batch of 4 neighbours (each parameter x e^step, / e^step at its upper limit: the Jacobian by finite
   differences), then one batch
   of 3 steps with 3 dampings (parallel labs measure a batch together), and moves to the best step if it lowers the
@@ -60,6 +62,9 @@ class Candidate:
     rtt_s: float
     queue_bytes: int
     loss: float = 0.0
+    #: the downlink's shape: None as the first estimate has it, True a rate trace scaled to `rate_bps` as its mean,
+    #: False a constant `rate_bps` (the caller's tables put it in force; the search keeps a start's shape)
+    trace: bool | None = None
 
     def link(self) -> dict[str, str]:
         """The candidate as scenario [link] settings (lab/link/spec.py keys; rate, queue and loss on the downlink)."""
@@ -177,10 +182,10 @@ def _vector(c: Candidate) -> list[float]:
     return [math.log(c.rate_bps), math.log(c.rtt_s), math.log(c.queue_bytes), math.log(max(c.loss, LOSS_FLOOR))]
 
 
-def _candidate(x: Sequence[float], limits: Limits = NO_LIMITS) -> Candidate:
+def _candidate(x: Sequence[float], limits: Limits = NO_LIMITS, trace: bool | None = None) -> Candidate:
     loss = math.exp(x[3])
     return _within(Candidate(rate_bps=math.exp(x[0]), rtt_s=math.exp(x[1]), queue_bytes=round(math.exp(x[2])),
-                             loss=0.0 if loss <= LOSS_FLOOR * 1.0001 else loss), limits)
+                             loss=0.0 if loss <= LOSS_FLOOR * 1.0001 else loss, trace=trace), limits)
 
 
 def _within(c: Candidate, limits: Limits = NO_LIMITS) -> Candidate:
@@ -188,11 +193,11 @@ def _within(c: Candidate, limits: Limits = NO_LIMITS) -> Candidate:
     return Candidate(rate_bps=min(MAX_RATE_BPS, max(MIN_RATE_BPS, c.rate_bps)),
                      rtt_s=min(MAX_RTT_S, limits.max_rtt_s, max(MIN_RTT_S, c.rtt_s)),
                      queue_bytes=min(MAX_QUEUE_BYTES, max(MIN_QUEUE_BYTES, c.queue_bytes)),
-                     loss=min(MAX_LOSS, limits.max_loss, max(0.0, c.loss)))
+                     loss=min(MAX_LOSS, limits.max_loss, max(0.0, c.loss)), trace=c.trace)
 
 
-def _key(c: Candidate) -> tuple[float, ...]:
-    return (round(c.rate_bps, -2), round(c.rtt_s, 6), float(c.queue_bytes), round(c.loss, 7))
+def _key(c: Candidate) -> tuple[float | bool | None, ...]:
+    return (round(c.rate_bps, -2), round(c.rtt_s, 6), float(c.queue_bytes), round(c.loss, 7), c.trace)
 
 
 def residuals(real: Result, got: Result | None) -> np.ndarray | None:
@@ -242,15 +247,19 @@ class _Runner:
 
 def search(real: Result, start: Candidate, measure: Measure, budget: int = 40, step: float = 0.1,
            min_step: float = 0.005, progress: Callable[[Fit], None] | None = None,
-           losses: Sequence[float] | None = None, limits: Limits = NO_LIMITS) -> Fit:
+           losses: Sequence[float] | None = None, limits: Limits = NO_LIMITS,
+           shapes: Sequence[Candidate] = ()) -> Fit:
     """The candidate link nearest to the real path (see the module's docstring); every candidate measured is kept
-    in `tried`, in the order measured."""
+    in `tried`, in the order measured. `shapes`: the same path with the downlink's other shape (a rate trace where
+    the start is constant, or the reverse), each measured in the first batch; the search goes on in the shape of
+    the best first candidate."""
     if budget < 1:
         raise ValueError("budget must be at least 1")
     start = _within(start, limits)
     fit = Fit(best=Tried(start, None, math.inf, {}))
     runner = _Runner(real, measure, budget, fit)
-    first = [t for t in runner.run(_starts(start, START_LOSSES if losses is None else losses, limits.max_loss))
+    first = [t for t in runner.run([*_starts(start, START_LOSSES if losses is None else losses, limits.max_loss),
+                                    *(_within(c, limits) for c in shapes)])
              if t is not None and t.result is not None]
     here = min(first, key=lambda t: t.error, default=None)
     damping = 1.0
@@ -262,12 +271,12 @@ def search(real: Result, start: Candidate, measure: Measure, budget: int = 40, s
             fit.stopped = f"budget of {budget} candidates spent"
             break
         x = np.array(_vector(here.candidate))
-        jac = _jacobian(runner, real, x, r0, step, limits)
+        jac = _jacobian(runner, real, x, r0, step, limits, here.candidate.trace)
         if jac is None:
             fit.stopped = f"budget of {budget} candidates spent"
             break
         moves = [_lm_step(jac, r0, damping * f) for f in DAMPINGS]
-        trials = runner.run([_candidate(x + d, limits) for d in moves])
+        trials = runner.run([_candidate(x + d, limits, here.candidate.trace) for d in moves])
         fit.rounds += 1
         ok = [(t, f) for t, f in zip(trials, DAMPINGS, strict=True) if t is not None]
         best = min(ok, key=lambda tf: tf[0].error, default=None)
@@ -322,7 +331,7 @@ def _starts(start: Candidate, losses: Sequence[float] = START_LOSSES, max_loss: 
     for k in (min(max_loss, x) for x in losses):
         if not any(near(k, o) for o in kept):
             kept.append(k)
-    return [start, *(Candidate(start.rate_bps, start.rtt_s, start.queue_bytes, k) for k in kept[1:])]
+    return [start, *(Candidate(start.rate_bps, start.rtt_s, start.queue_bytes, k, start.trace) for k in kept[1:])]
 
 
 #: The damping factors tried in one batch each round (x the current one): parallel labs measure them together.
@@ -331,7 +340,7 @@ MAX_MOVE = 1.0  # at most a factor e per parameter in one step
 
 
 def _jacobian(runner: _Runner, real: Result, x: np.ndarray, r0: np.ndarray, step: float,
-              limits: Limits = NO_LIMITS) -> np.ndarray | None:
+              limits: Limits = NO_LIMITS, trace: bool | None = None) -> np.ndarray | None:
     """Forward differences, one candidate per parameter (one batch); backward for a parameter at its upper limit
     (e.g. the loss at or near `limits.max_loss`, the RTT at its bound: a forward step clipped to nothing holds it,
     to a sliver divides the runs' noise by that sliver); a parameter whose neighbour could not be measured is held
@@ -339,9 +348,9 @@ def _jacobian(runner: _Runner, real: Result, x: np.ndarray, r0: np.ndarray, step
     probes = []
     for k in range(len(x)):
         unit = np.eye(len(x))[k]
-        probe = _candidate(x + step * unit, limits)
+        probe = _candidate(x + step * unit, limits, trace)
         if abs(_vector(probe)[k] - x[k]) < step / 2:
-            back = _candidate(x - step * unit, limits)
+            back = _candidate(x - step * unit, limits, trace)
             if abs(_vector(back)[k] - x[k]) > abs(_vector(probe)[k] - x[k]):
                 probe = back
         probes.append(probe)

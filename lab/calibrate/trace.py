@@ -43,6 +43,11 @@ def write(path: Path, trace_ms: Sequence[int]) -> None:
         raise UsageError(f"cannot write the trace {str(path)!r}: {e.strerror}") from None
 
 
+def mean_rate(trace_ms: Sequence[int]) -> float:
+    """A trace's mean rate (bit/s): its opportunities over its period."""
+    return len(trace_ms) * OPPORTUNITY_BITS / (trace_ms[-1] / 1000)
+
+
 SCALE_BIN_S = 0.1
 
 

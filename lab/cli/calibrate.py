@@ -96,7 +96,7 @@ def _search(m: Measurements, e: Estimate, folder: Path, budget: int) -> tuple[Es
         terminal.info(f"candidate {i}/{budget}: {fits.describe(c)}" + ("" if result else ": not measured"))
 
     found = search_in_lab(senders, real, first, partial(fits.candidate_tables, e, folder=folder / "traces"), budget,
-                          progress, fits.search_range(e))
+                          progress, fits.search_range(e), fits.shapes(e, first))
     path = folder / fits.FILE
     try:
         path.write_text(json.dumps(fits.fit_doc(found, real, dict(senders), first), indent=1) + "\n",

@@ -167,15 +167,17 @@ def _wait_listening(container: str) -> None:
 def search_in_lab(senders: Mapping[str, Sender], real: Result, start_at: Candidate,
                   tables: Callable[[Candidate], tuple[Table, Table, Table]], budget: int,
                   on_candidate: Callable[[int, Candidate, Result | None], None],
-                  first: tuple[Sequence[float] | None, Limits] = (None, NO_LIMITS)) -> Fit:
+                  first: tuple[Sequence[float] | None, Limits] = (None, NO_LIMITS),
+                  shapes: Sequence[Candidate] = ()) -> Fit:
     """The search (lab/calibrate/search.py) with this lab measuring, the lab held for the whole search; afterwards
     (also after Ctrl-C or a failure) the lab's link is left unshaped and no sender runs. `first`: the first
-    batch's losses (None: the search's grid) and the evidence's limits (lab/calibrate/fit.py search_range)."""
+    batch's losses (None: the search's grid) and the evidence's limits (lab/calibrate/fit.py search_range);
+    `shapes`: the start with the downlink's other shape (fit.shapes)."""
     with lock.holding():
         check_allowed(senders)
         try:
             return search(real, start_at, LabMeasure(senders, tables, on_candidate), budget=budget,
-                          losses=first[0], limits=first[1])
+                          losses=first[0], limits=first[1], shapes=shapes)
         finally:
             with contextlib.suppress(EnvironmentProblem):
                 shaper.apply(Link(), "linkem")

@@ -256,6 +256,10 @@ def test_a_rate_trace_begins_where_its_download_began_and_a_varying_upload_is_on
     steady_up = estimate(Measurements(inputs=[], flows=[_flow("down", down, "bbr"), _flow("up", [2.0] * 10)]), "m")
     assert steady_up.up_trace_ms is None and steady_up.up_rate_bps == pytest.approx(2e6 * WIRE_FACTOR)
     assert estimate(Measurements(inputs=[], flows=[_flow("down", down)]), "m").up_rate_bps is None
+    # --rate auto keeps both shapes for the lab search (fit.shapes); a shape the user asked for has no other
+    assert e.down_delivery_ms == e.down_trace_ms and e.down_median_bps == pytest.approx(2.8e6 * WIRE_FACTOR)
+    assert steady_up.down_delivery_ms == e.down_delivery_ms and steady_up.down_median_bps is not None
+    assert estimate(m, "m", "constant").down_delivery_ms is None and estimate(m, "m", "trace").down_median_bps is None
 
 
 def test_an_uploads_rate_is_what_the_receiver_got() -> None:

@@ -177,7 +177,7 @@ def _estimate(**kw: object) -> Estimate:
 def test_the_search_starts_at_the_estimates_and_puts_the_scenario_files_link_in_force() -> None:
     e = _estimate(down_queue_bytes=40_000, down_loss=0.001)
     start = fits.start(e, "m")
-    assert start == Candidate(rate_bps=10e6, rtt_s=0.024, queue_bytes=40_000, loss=0.001)
+    assert start == Candidate(rate_bps=10e6, rtt_s=0.024, queue_bytes=40_000, loss=0.001, trace=False)
     default = fits.start(_estimate(), "m")
     assert default.queue_bytes == 64 * 1024 and default.loss == 0.0  # the lab's default: one BDP, at least 64 KiB
     link = parse_link(*fits.candidate_tables(e, Candidate(rate_bps=8e6, rtt_s=0.05, queue_bytes=30_000, loss=0.002)))
@@ -370,3 +370,34 @@ def test_the_held_out_runs_each_meet_the_trace_from_its_beginning(monkeypatch: p
     monkeypatch.setattr(calibration, "run_sender", lambda s, at=None: (at and at(), order.append("run"))[-1])
     calibration.run_times(Sender("reno", "down", 10), 3, lambda: order.append("restart"))
     assert order == ["restart", "run"] * 3
+
+
+def test_the_other_shape_of_an_auto_estimate_is_put_in_force_as_such(tmp_path: Path) -> None:
+    """--rate auto keeps both shapes of the downlink (its median rate after start-up, its whole delivery rate as a
+    trace): fit.shapes gives the search the start in the other one, and the lab puts in force what a candidate's
+    shape says: the constant rate, or the delivery trace scaled to the candidate's rate as its mean. A recorded
+    trace, or a shape the user asked for, has no other."""
+    from dataclasses import replace
+
+    from lab.calibrate.trace import from_rates, mean_rate
+
+    delivery = from_rates([(0, 1, 12e6), (1, 2, 3e6), (2, 3, 12e6), (3, 4, 0.0), (4, 5, 6e6)])
+    const = _estimate(down_rate_bps=8e6, down_median_bps=8e6, down_delivery_ms=delivery)
+    first = fits.start(const, "m")
+    assert first.trace is False and fits.shapes(const, first) == [replace(first, rate_bps=mean_rate(delivery),
+                                                                          trace=True)]
+    other = fits.shapes(const, first)[0]
+    traced = parse_link(*fits.candidate_tables(const, replace(other, rate_bps=other.rate_bps / 2), tmp_path))
+    assert traced.downlink.trace_ms is not None and len(traced.downlink.trace_ms) == pytest.approx(
+        len(delivery) / 2, abs=2)
+    assert "rate trace (5 s) scaled to mean" in fits.describe(other, const)
+    assert parse_link(*fits.candidate_tables(const, first)).downlink.rate_bps == 8_000_000
+    trace = _estimate(down_rate_bps=mean_rate(delivery), down_trace_ms=delivery, down_median_bps=8e6,
+                      down_delivery_ms=delivery)
+    start = fits.start(trace, "m")
+    assert start.trace is True and fits.shapes(trace, start) == [replace(start, rate_bps=8e6, trace=False)]
+    flat = parse_link(*fits.candidate_tables(trace, fits.shapes(trace, start)[0]))
+    assert flat.downlink.trace_ms is None and flat.downlink.rate_bps == 8_000_000
+    assert fits.describe(fits.shapes(trace, start)[0], trace).startswith("rate 8.000 Mbit/s")
+    recorded = _estimate(down_rate_bps=mean_rate(delivery), down_trace_ms=delivery)
+    assert fits.shapes(recorded, fits.start(recorded, "m")) == []

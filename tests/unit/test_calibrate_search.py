@@ -232,3 +232,31 @@ def test_no_candidate_has_an_rtt_above_the_lowest_the_user_saw():
     assert any(t.candidate.rtt_s == pytest.approx(0.07 * math.exp(-0.1)) for t in fit.tried)
     with pytest.raises(ValueError):
         Limits(max_rtt_s=0.0)
+
+
+def test_the_other_shape_is_measured_first_and_the_search_goes_on_in_the_better_one():
+    """A varying link whose 1 s rates looked constant (the TMobile recording): there cubic gets less than BBR
+    without random loss (the queue overflows as the rate falls), which no constant candidate without random loss
+    gives (the evidence allows none here: Limits.max_loss 0). The start is constant; `shapes` holds the
+    trace-shaped start: the search measures it in its first batch and keeps to that shape."""
+    def shaped(c: Candidate) -> Result:
+        got = model(c)
+        if not c.trace:
+            return got
+        return {"cubic": Observed(got["cubic"].throughput_bps * 0.65, got["cubic"].p50_rtt_s),
+                "bbr": got["bbr"]}
+
+    hidden = Candidate(rate_bps=20e6, rtt_s=0.1, queue_bytes=150_000, loss=0.0, trace=True)
+    start = Candidate(rate_bps=18e6, rtt_s=0.1, queue_bytes=150_000, loss=0.0, trace=False)
+
+    def lab(batch: Sequence[Candidate]) -> list[Result | None]:
+        return [shaped(c) for c in batch]
+
+    limits = Limits(max_loss=0.0, max_rtt_s=0.1)
+    alone = search(shaped(hidden), start, lab, budget=40, limits=limits)
+    both = search(shaped(hidden), start, lab, budget=40, limits=limits,
+                  shapes=[Candidate(18e6, 0.1, 150_000, 0.0, trace=True)])
+    assert not any(t.candidate.trace for t in alone.tried) and alone.best.error > 0.01
+    assert [t.candidate.trace for t in both.tried[:2]] == [False, True]  # the first batch: the start, the other shape
+    assert both.best.candidate.trace is True and both.best.error < 1e-3
+    assert all(t.candidate.trace for t in both.tried[2:])
