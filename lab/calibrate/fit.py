@@ -12,7 +12,18 @@ from typing import Any
 from lab.calibrate import trace
 from lab.calibrate.estimate import Estimate
 from lab.calibrate.scenario_file import Table, link_tables
-from lab.calibrate.search import Candidate, Fit, Limits, Observed, Result, Tried, loss_ladder, relative_errors
+from lab.calibrate.search import (
+    MAX_RTT_S,
+    MIN_RTT_S,
+    Candidate,
+    Fit,
+    Limits,
+    Observed,
+    Result,
+    Tried,
+    loss_ladder,
+    relative_errors,
+)
 from lab.calibrate.senders import Sender
 from lab.calibrate.trace import scaled
 from lab.errors import UsageError
@@ -52,10 +63,10 @@ def search_range(e: Estimate) -> tuple[list[float] | None, Limits]:
     when the input times them (search.loss_ladder; at most the upper bound), else the search's own grid and the
     lab's limit. RTT: at most the estimate's setting, which the lowest RTT in the user's files gave (with jitter,
     base + 2 x jitter: the lab's jitter reaches down to that base)."""
-    rtt = Limits(max_rtt_s=e.rtt_s)
+    max_rtt = min(MAX_RTT_S, max(MIN_RTT_S, e.rtt_s))  # within the lab's own limits (a loopback path's is below)
     if e.down_loss_max is None or e.down_loss_steady is None:
-        return None, rtt
-    return loss_ladder(e.down_loss_steady, e.down_loss_max), Limits(max_loss=e.down_loss_max, max_rtt_s=e.rtt_s)
+        return None, Limits(max_rtt_s=max_rtt)
+    return loss_ladder(e.down_loss_steady, e.down_loss_max), Limits(max_loss=e.down_loss_max, max_rtt_s=max_rtt)
 
 
 def fitted(e: Estimate, c: Candidate) -> Estimate:

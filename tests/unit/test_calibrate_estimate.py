@@ -223,6 +223,8 @@ def test_the_lab_search_starts_within_the_evidence() -> None:
                                    Limits(max_loss=e.down_loss_max, max_rtt_s=e.rtt_s))
     plain = e.model_copy(update={"down_loss_max": None, "down_loss_steady": None})
     assert fits.search_range(plain) == (None, Limits(MAX_LOSS, e.rtt_s)) and fits.start(plain, "m").loss == 0.00195
+    # an RTT below the lab's smallest (a loopback path) bounds the search at the lab's limit, not with an error
+    assert fits.search_range(plain.model_copy(update={"rtt_s": 0.00002}))[1].max_rtt_s == 0.0001
 
 
 def _flow(direction: str, mbits: list[float], cc: str = "cubic") -> Flow:
