@@ -69,13 +69,18 @@ def search_range(e: Estimate) -> tuple[list[float] | None, Limits]:
     return loss_ladder(e.down_loss_steady, e.down_loss_max), Limits(max_loss=e.down_loss_max, max_rtt_s=max_rtt)
 
 
+def _down_base(e: Estimate, c: Candidate) -> list[int] | None:
+    """The trace a candidate's downlink is a scale of (None: a constant rate), by its shape (`fitted`)."""
+    if c.trace is False:
+        return None
+    return e.down_trace_ms or (e.down_delivery_ms if c.trace else None)
+
+
 def fitted(e: Estimate, c: Candidate) -> Estimate:
     """The estimate with a candidate's rate, RTT, queue and random loss (jitter and uplink as estimated); a downlink
     rate trace scaled to the candidate's rate as its mean (the same pattern). The candidate's shape (`trace`): None
     the estimate's, True its trace (or the download's delivery rate as one), False a constant rate."""
-    base = e.down_trace_ms if c.trace is not False else None
-    if c.trace and not base:
-        base = e.down_delivery_ms
+    base = _down_base(e, c)
     down = base
     if base and c.rate_bps != (mean := trace.mean_rate(base)):
         down = scaled(base, c.rate_bps / mean)
@@ -148,7 +153,7 @@ ERROR_COLUMNS = ["sender", "real Mbit/s", "fitted Mbit/s", "error", "real p50 RT
 def describe(c: Candidate, e: Estimate | None = None) -> str:
     """A candidate in words; with its estimate, a downlink rate trace says so (the rate is that trace scaled to
     this mean) and jitter is named when there is some."""
-    shape = None if e is None else fitted(e, c).down_trace_ms
+    shape = None if e is None else _down_base(e, c)  # scaling keeps the period: no need to scale it here
     if shape:
         rate = f"rate trace ({shape[-1] / 1000:g} s) scaled to mean {c.rate_bps / 1e6:.3f} Mbit/s"
     else:
