@@ -192,6 +192,8 @@ def markdown_doc(doc: dict[str, Any]) -> str:
            f"candidates per search, measured senders {', '.join(doc.get('measured', []))}, held out "
            f"{doc.get('held_out', '?')}"
            + (f" (the median of {doc['held_out_runs']} runs on each side)" if doc.get("held_out_runs", 1) > 1 else "")
+           + (f"; each measured sender run {doc['measured_runs']} times on the hidden link, pooled"
+              if doc.get("measured_runs", 1) > 1 else "")
            + (f"; labs {', '.join(map(str, labs))}" if isinstance(labs, list) else "")
            + (f"; commit {str(git.get('commit', '?'))[:7]}{' (uncommitted changes)' if git.get('dirty') else ''}"
               if isinstance(git := doc.get("git"), dict) else "") + ".")

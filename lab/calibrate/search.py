@@ -22,7 +22,8 @@ measured (kept among the tried ones with an infinite error, never chosen: a fail
 - Search: Levenberg-Marquardt in log space over the downlink's rate, the RTT, the queue and the random loss, on
   the residuals ln(got / real) of every sender's throughput and delay, from the best of the first estimates
   and the same link with other random losses (`losses`: the caller's, from the evidence, e.g. loss_ladder of its
-  bounds; else START_LOSSES: none, 0.01, 0.1 and 1 %), and with the downlink's other shape (`shapes`: a rate
+  bounds; else START_LOSSES: none, 0.01, 0.1 and 1 %), the same link with a larger queue (QUEUE_WIDE), and with
+  the downlink's other shape (`shapes`: a rate
   trace for a constant rate, or the reverse; the search goes on in the shape of the best), every candidate within
   the evidence's `Limits`: random loss at most the retransmissions' upper bound, the RTT at most the lowest RTT in
   the user's files. Each round
@@ -259,7 +260,7 @@ def search(real: Result, start: Candidate, measure: Measure, budget: int = 40, s
     fit = Fit(best=Tried(start, None, math.inf, {}))
     runner = _Runner(real, measure, budget, fit)
     first = [t for t in runner.run([*_starts(start, START_LOSSES if losses is None else losses, limits.max_loss),
-                                    *(_within(c, limits) for c in shapes)])
+                                    *_wider(start, limits), *(_within(c, limits) for c in shapes)])
              if t is not None and t.result is not None]
     here = min(first, key=lambda t: t.error, default=None)
     damping = 1.0
@@ -332,6 +333,22 @@ def _starts(start: Candidate, losses: Sequence[float] = START_LOSSES, max_loss: 
         if not any(near(k, o) for o in kept):
             kept.append(k)
     return [start, *(Candidate(start.rate_bps, start.rtt_s, start.queue_bytes, k, start.trace) for k in kept[1:])]
+
+
+#: The first batch's larger queue (x the start's): the queue a first estimate reads from the delay under load is
+#: only what the user's senders filled, and a loss-based sender under random loss never fills it (a 344 kB queue at
+#: 32 Mbit/s and 0.136 % loss read as 73 kB, where the candidates' BBR overflowed it 200-600 times in 10 s against
+#: the path's 25, and the search, a step of 10 % at a time through that noise, stayed there:
+#: results/reference/calibrate-20261126-3, link 2). A queue too large for a path that fills its own shows at once in
+#: the p50 RTT under load, so the candidate costs one measurement.
+QUEUE_WIDE = 4
+
+
+def _wider(start: Candidate, limits: Limits = NO_LIMITS) -> list[Candidate]:
+    """The start with QUEUE_WIDE times its queue (none when the lab's limit leaves it as it is)."""
+    wide = _within(Candidate(start.rate_bps, start.rtt_s, start.queue_bytes * QUEUE_WIDE, start.loss, start.trace),
+                   limits)
+    return [wide] if wide.queue_bytes != start.queue_bytes else []
 
 
 #: The damping factors tried in one batch each round (x the current one): parallel labs measure them together.

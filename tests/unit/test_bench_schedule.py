@@ -72,13 +72,12 @@ def test_two_labs_each_measure_and_calibrate_and_never_a_link_on_the_lab_that_me
 
 
 def test_the_estimate_is_what_the_schedule_does_with_the_jobs_expected_times() -> None:
-    # per hidden side 50 s; per calibration 30 candidates x 24 s + the held-out sender (2 x 10 s)
-    # per calibration: budget x 24 s per candidate + the held-out sender's 3 runs (~20 s each); a hidden side 87 s
-    # (75 s and the user's 10 s upload)
-    assert calibration.estimate_s(10, 1, 30) == 87 + 10 * 780  # 2.2 h: one lab per role
-    assert calibration.estimate_s(10, 2, 30) == 10 * 87 / 2 + 5 * 780  # 1.2 h on two labs
-    assert calibration.estimate_s(11, 2, 30) == 11 * 87 / 2 + 6 * 780  # the odd link waits for a lab
-    assert calibration.estimate_s(10, 2, 20) == 10 * 87 / 2 + 5 * 540  # 52 min: the committed run's budget took 46
+    # per calibration: budget x 24 s per candidate + the held-out sender's 5 runs on the fitted link (~20 s each); a
+    # hidden side 160 s (3 runs of each measured sender, the user's upload, 5 held-out runs)
+    assert calibration.estimate_s(10, 1, 30) == 160 + 10 * 820  # 2.3 h: one lab per role
+    assert calibration.estimate_s(10, 2, 30) == 10 * 160 / 2 + 5 * 820  # 1.4 h on two labs
+    assert calibration.estimate_s(11, 2, 30) == 11 * 160 / 2 + 6 * 820  # the odd link waits for a lab
+    assert calibration.estimate_s(10, 2, 20) == 10 * 160 / 2 + 5 * 580  # 62 min
 
 
 def test_three_labs_wait_for_a_link_in_flight_and_stop_when_nothing_can_come() -> None:
@@ -260,3 +259,14 @@ def test_the_docs_block_says_how_many_runs_the_held_out_figures_are_the_median_o
     doc = {"seed": 35, "links": 0, "budget": 20, "measured": ["cubic", "bbr"], "held_out": "reno", "scores": []}
     assert "median of" not in hidden.markdown_doc(doc)  # the committed run: one run each side
     assert "reno (the median of 3 runs on each side)" in hidden.markdown_doc({**doc, "held_out_runs": 3})
+
+
+def test_the_users_files_are_every_run_there_is(tmp_path: Path) -> None:
+    """A hidden link's repeated downloads (cc.json, cc-2.json, ...) all reach the calibration; a folder of one run
+    each (the committed benchmarks before) still reads, and a missing first file is named, not skipped."""
+    for name in ("ping.txt", "cubic.json", "cubic-2.json", "cubic-3.json", "bbr.json", "bbr-2.json", "upload.json"):
+        (tmp_path / name).write_text("")
+    assert [p.name for p in calibration.hidden_files(tmp_path)] == [
+        "ping.txt", "cubic.json", "cubic-2.json", "cubic-3.json", "bbr.json", "bbr-2.json", "upload.json"]
+    (tmp_path / "bbr.json").unlink()
+    assert "bbr.json" in [p.name for p in calibration.hidden_files(tmp_path)]

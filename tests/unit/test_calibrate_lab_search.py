@@ -47,6 +47,32 @@ def test_two_downloads_of_different_congestion_controls_are_the_senders(tmp_path
     assert real["bbr"].throughput_bps == pytest.approx(55.7e6 / 6) and real["bbr"].p50_rtt_s == pytest.approx(0.025)
 
 
+def test_repeated_runs_of_one_sender_are_pooled(tmp_path: Path) -> None:
+    """Three cubic runs over one path are one sender: the mean of their throughputs, the median of all their RTT
+    samples, their retransmissions and segments after start-up summed; the lab runs it once, as long as the longest.
+    The loss bounds count them as one download too (a tighter bound than any of them alone)."""
+    from lab.calibrate.estimate import loss_bounds, poisson_upper
+
+    retx = [[0, 0, 0, 1, 0, 0, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0], [0, 0, 1, 0, 0, 1, 0, 0, 1, 0]]
+    files = {f"cubic-{k}.json": iperf3_json("cubic", [r * (1 + k / 10) for r in RATES], rtts_ms=[60 + 10 * k] * 10,
+                                             retransmits=retx[k], reverse=True) for k in range(3)}
+    paths = _folder(tmp_path, **files, **{"bbr.json": iperf3_json("bbr", RATES[:8], rtts_ms=[25] * 8,
+                                                                   retransmits=[0] * 8, reverse=True)})
+    m = probe(paths)
+    senders, real = measured_senders(m, "m")
+    assert senders == {"bbr": Sender("bbr", "down", 8), "cubic": Sender("cubic", "down", 10)}
+    alone = [observed(f) for f in m.flows if f.cc == "cubic"]
+    assert all(o is not None for o in alone)
+    assert real["cubic"].throughput_bps == pytest.approx(sum(o.throughput_bps for o in alone if o) / 3)
+    assert real["cubic"].p50_rtt_s == pytest.approx(0.070)  # the middle run's: the median of all 3 x 8 samples
+    assert real["cubic"].retransmits == 5  # after start-up (from 2 s): 2 + 0 + 3
+    assert real["cubic"].segments == pytest.approx(sum(o.segments or 0 for o in alone if o), abs=0.2)
+    point, upper = loss_bounds([f for f in m.flows if f.cc == "cubic"]) or (0.0, 0.0)
+    segments = real["cubic"].segments or 1
+    assert point == pytest.approx(5 / segments, rel=1e-4)
+    assert upper == pytest.approx(poisson_upper(5, 0.05) / segments, rel=1e-4)
+
+
 def test_a_clients_download_with_the_servers_output_in_it_is_a_sender(tmp_path: Path) -> None:
     """`iperf3 -c SERVER -R -C cc --json --get-server-output` on the user's side: the sender's RTT comes along."""
     def client_file(cc: str, rtts: list[float]) -> str:

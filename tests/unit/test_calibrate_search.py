@@ -59,9 +59,10 @@ def test_the_hidden_link_is_found_from_rough_first_estimates():
     assert len({(t.candidate.rate_bps, t.candidate.rtt_s, t.candidate.queue_bytes, t.candidate.loss)
                 for t in fit.tried}) == len(fit.tried)
     assert progress == sorted(progress) and len(progress) == fit.rounds
-    # the first estimates and the grid's other losses (0.1 % is within a factor 3 of 0.05 %: left out); then the
-    # Jacobian's 4 and the 3 steps, a batch each
-    assert lab.batches[0] == 4 and set(lab.batches[1:]) <= {3, 4}
+    # the first estimates, the grid's other losses (0.1 % is within a factor 3 of 0.05 %: left out) and the start
+    # with 4 times its queue; then the Jacobian's 4 and the 3 steps, a batch each
+    assert lab.batches[0] == 5 and set(lab.batches[1:]) <= {3, 4}
+    assert fit.tried[4].candidate == Candidate(8e6, 0.08, 800_000, 0.0005)
     assert fit.tried[0].candidate == start and fit.tried[0].error > 0.3
     assert [t.candidate.loss for t in fit.tried[:4]] == [start.loss, 0.0, 1e-4, 1e-2]
 
@@ -111,7 +112,7 @@ def test_a_loss_estimate_that_throttles_a_sender_is_left_at_the_first_batch():
     fit = search(model(hidden), start, lab, budget=30)
     assert fit.tried[0].error > 1.0  # the estimate itself is far off
     assert fit.best.error < 1e-6 and fit.best.candidate.loss == 0.0
-    assert lab.batches[0] == 5
+    assert lab.batches[0] == 6
 
 
 def test_a_first_estimate_that_cannot_be_measured_goes_on_from_one_with_less_loss():
@@ -126,7 +127,7 @@ def test_a_first_estimate_that_cannot_be_measured_goes_on_from_one_with_less_los
     assert not fit.stopped.startswith("the first estimates could not be measured")
     nothing = search(model(HIDDEN), Candidate(12e6, 0.06, 60_000, 0.02), Lab(broken=0.0), budget=40)
     assert nothing.stopped == "the first estimates could not be measured (nor with other losses)"
-    assert len(nothing.tried) == 4
+    assert len(nothing.tried) == 5
 
 
 def test_a_lossless_start_where_the_real_path_separates_cubic_from_bbr_finds_its_loss():
@@ -206,12 +207,12 @@ def test_the_evidence_sets_the_first_losses_and_the_largest():
     # the start held at the bound (so the ladder's 0.12 % is the start itself), then none, 0.04 % (once: 1/3 of the
     # bound is the point) and 0.0133 %
     assert [t.candidate.loss for t in fit.tried[:4]] == pytest.approx([0.0012, 0.0, 0.0004, 0.0012 / 9])
-    assert lab.batches[0] == 4
+    assert lab.batches[0] == 5 and fit.tried[4].candidate.queue_bytes == 240_000
     assert max(t.candidate.loss for t in fit.tried) <= 0.0012
     assert fit.best.candidate.loss == pytest.approx(0.0012)  # the hidden 0.2 % lies beyond: held at the bound
     # the Jacobian's loss probe (the 4th of its batch) from the bound steps down (a step up would be clipped to nothing)
-    assert fit.tried[7].candidate.loss == pytest.approx(0.0012 * math.exp(-0.1))
-    assert fit.tried[4].candidate.rate_bps == pytest.approx(12e6 * math.exp(0.1))  # the others forward
+    assert fit.tried[8].candidate.loss == pytest.approx(0.0012 * math.exp(-0.1))
+    assert fit.tried[5].candidate.rate_bps == pytest.approx(12e6 * math.exp(0.1))  # the others forward
     with pytest.raises(ValueError):
         loss_ladder(0.002, 0.001)
 
@@ -257,6 +258,34 @@ def test_the_other_shape_is_measured_first_and_the_search_goes_on_in_the_better_
     both = search(shaped(hidden), start, lab, budget=40, limits=limits,
                   shapes=[Candidate(18e6, 0.1, 150_000, 0.0, trace=True)])
     assert not any(t.candidate.trace for t in alone.tried) and alone.best.error > 0.01
-    assert [t.candidate.trace for t in both.tried[:2]] == [False, True]  # the first batch: the start, the other shape
+    # the first batch: the start, its wider queue, the other shape
+    assert [t.candidate.trace for t in both.tried[:3]] == [False, False, True]
     assert both.best.candidate.trace is True and both.best.error < 1e-3
-    assert all(t.candidate.trace for t in both.tried[2:])
+    assert all(t.candidate.trace for t in both.tried[3:])
+
+
+def test_a_queue_read_too_small_is_left_at_the_first_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loss-based sender under random loss never fills the queue, so the first estimate reads only what the
+    senders filled (results/reference/calibrate-20261126-3, link 2: 344 kB read as 73 kB). Here BBR overflows a
+    queue under a third of the BDP (its retransmissions jump) and nothing else depends on the queue: a step of 10 %
+    at a time sees no change and the search stays; the first batch's wider queue leaves it."""
+    def path(c: Candidate) -> Result:
+        bdp = c.rate_bps / 8 * c.rtt_s
+        overflow = 0.01 if c.queue_bytes < 0.3 * bdp else 0.0
+        mathis = 1.22 * MSS_BITS / (c.rtt_s * math.sqrt(c.loss)) if c.loss > 0 else math.inf
+        return {"cubic": Observed(min(c.rate_bps, mathis), c.rtt_s, retransmit_rate=c.loss + 1e-4),
+                "bbr": Observed(c.rate_bps * (1 - c.loss), c.rtt_s * 1.03, retransmit_rate=c.loss + overflow)}
+
+    def lab(batch: Sequence[Candidate]) -> list[Result | None]:
+        return [path(c) for c in batch]
+
+    hidden = Candidate(rate_bps=32e6, rtt_s=0.094, queue_bytes=344_000, loss=0.0014)
+    start = Candidate(rate_bps=32e6, rtt_s=0.094, queue_bytes=73_000, loss=0.0014)
+    fit = search(path(hidden), start, lab, budget=30, losses=[0.0, 0.0005])
+    assert fit.tried[3].candidate.queue_bytes == 292_000  # the first batch: start, 2 losses, the wider queue
+    assert fit.best.candidate.queue_bytes >= 0.3 * 32e6 / 8 * 0.094 and fit.best.error < 1e-6
+    import lab.calibrate.search as search_module
+
+    monkeypatch.setattr(search_module, "_wider", lambda *_a, **_k: [])  # the search as it was
+    stuck = search(path(hidden), start, lab, budget=30, losses=[0.0, 0.0005])
+    assert stuck.best.candidate.queue_bytes < 0.3 * 32e6 / 8 * 0.094 and stuck.best.error > 0.1
