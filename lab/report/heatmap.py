@@ -10,7 +10,7 @@ import itertools
 import textwrap
 from html import escape
 
-from lab.report.matrix import WHY_EFFICIENCY, Cell, Matrix, eff_text, mbit, needs_why, status_text
+from lab.report.matrix import FAILED_FIGURE, WHY_EFFICIENCY, Cell, Matrix, eff_text, mbit, needs_why, status_text
 from lab.stats.fmt import NA, fmt_est, fmt_level, sig3
 
 CELL_W, CELL_H = 200, 104
@@ -88,7 +88,8 @@ def _two(v: float) -> str:
 
 
 def _tooltip(c: Cell) -> str:
-    parts = [c.method, status_text(c), f"goodput {mbit(c.goodput)} Mbit/s", f"efficiency {eff_text(c)}"]
+    parts = [c.method, status_text(c), *([f"goodput {mbit(c.goodput)} Mbit/s", f"efficiency {eff_text(c)}"]
+                                          if c.status != "failed" else [f"goodput: {FAILED_FIGURE}"])]
     if c.verdict is not None:
         parts.append(f"vs {c.verdict.baseline}: {c.verdict.verdict}, {c.verdict.reason}")
     if c.failure:

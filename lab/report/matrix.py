@@ -295,6 +295,18 @@ def status_text(c: Cell) -> str:
     return c.status
 
 
+#: What a cell whose every run failed shows for its goodput: no figure. Each run is censored at its own end (the
+#: verdict still uses them: a run that timed out is slower than a baseline that finished sooner), but the median of
+#: such bounds is not a goodput: a run that got HTTP 400 after 68 ms is "below 1231 Mbit/s" (efficiency "<123") on a
+#: 10 Mbit/s link (results/reference/matrix-goodput, quinn-client→haproxy).
+FAILED_FIGURE = "none (every run failed)"
+
+
+def goodput_texts(c: Cell) -> list[str]:
+    """The goodput median, its CI and level, and the efficiency as the table shows them."""
+    return [mbit(c.goodput), fmt_ci(c.ci, 1e-6), fmt_level(c.ci), eff_text(c)]
+
+
 def verdict_text(v: Verdict | None) -> str:
     if v is None:
         return NA
@@ -324,7 +336,7 @@ def table(m: Matrix) -> tuple[list[str], list[list[str]]]:
     rows = []
     for c in [*(m.cells[(s, cl)] for s in m.servers for cl in m.clients), *m.baselines]:
         row = [c.server, c.client, c.method, status_text(c), f"{c.n} ({c.n_censored})" if c.n else "0",
-               mbit(c.goodput), fmt_ci(c.ci, 1e-6), fmt_level(c.ci), eff_text(c)]
+               *(goodput_texts(c) if c.status != "failed" else [FAILED_FIGURE, NA, NA, NA])]
         if shares:
             row += [_share_text(c.share), _share_text(c.other_share)]
         row += [c.verdict.baseline if c.verdict else ("baseline" if c.protocol != "h3" else NA),

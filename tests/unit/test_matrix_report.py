@@ -67,6 +67,11 @@ def test_failed_unsupported_and_unrun_cells_say_what_and_why():
     assert failed.status == "failed" and failed.n == 5 and failed.n_censored == 5
     assert failed.failure == "QUIC handshake did not complete (curl exit 28) (5 of 5 failed runs)"
     assert failed.goodput.bound == "<"  # censored at its own end: below size / timeout, not dropped
+    # ... which the verdict uses, but the table shows no goodput figure for it (a bound is not a goodput)
+    cols, rows = matrix.table(m)
+    row = dict(zip(cols, next(r for r in rows if r[:2] == ["ngtcp2", "curl"]), strict=True))
+    assert row["goodput Mbit/s median"] == matrix.FAILED_FIGURE and row["efficiency [CI]"] == "-"
+    assert not any(v.startswith("<") for v in row.values())
     assert unsupported.status == "unsupported"
     assert unsupported.failure == "gtlsclient and ngtcp2 cannot agree on an ALPN"
     assert unsupported.verdict is None
