@@ -279,3 +279,20 @@ def test_an_uploads_rate_is_what_the_receiver_got() -> None:
     assert flow.rtt  # the sender's RTT stays the client's own
     doc.pop("server_output_json")
     assert [r for _, _, r in iperf3_flow(doc, "up.json").rate] == [4e6] * 6
+
+
+def test_repeated_runs_of_one_sender_read_the_queue_together() -> None:
+    """The queue is the highest p95 over senders, a sender's repeated runs pooled: one run whose stalls read as a
+    deep queue (ATT's recording: BBR runs of 90, 343 and 85 kB) no longer sets it alone."""
+    from lab.calibrate.estimate import queue_size
+
+    def run(cc: str, rise_ms: float) -> Flow:
+        rtts = [(0.5 + 0.1 * k, 0.050 + (rise_ms if k % 10 == 0 else 5) / 1000) for k in range(100)]
+        return Flow(source=f"{cc}.json", label=f"iperf3 {cc}", cc=cc, duration_s=10.0, bytes=10_000_000,
+                    rate=[(float(t), t + 1.0, 8e6) for t in range(10)], rtt=rtts)
+
+    flows = [run("bbr", 20), run("bbr", 20), run("bbr", 300), run("cubic", 10)]
+    size, _ = queue_size(flows, 0.050) or (0.0, 0.0)
+    alone, _ = queue_size(flows[2:3], 0.050) or (0.0, 0.0)
+    assert alone > 250e-3 * 1e6  # the outlying run alone: its 10 % of samples 300 ms up (at 1 MB/s)
+    assert size < 0.1 * alone  # pooled with the other two, its tail is under the p95
