@@ -59,12 +59,12 @@ def test_the_hidden_link_is_found_from_rough_first_estimates():
     assert len({(t.candidate.rate_bps, t.candidate.rtt_s, t.candidate.queue_bytes, t.candidate.loss)
                 for t in fit.tried}) == len(fit.tried)
     assert progress == sorted(progress) and len(progress) == fit.rounds
-    # the first estimates, the grid's other losses (0.1 % is within a factor 3 of 0.05 %: left out) and the start
-    # with 4 times its queue; then the Jacobian's 4 and the 3 steps, a batch each
-    assert lab.batches[0] == 5 and set(lab.batches[1:]) <= {3, 4}
-    assert fit.tried[4].candidate == Candidate(8e6, 0.08, 800_000, 0.0005)
+    # the first estimates, the grid's other losses (0.1 %, a factor 2 from 0.05 %, among them) and the start with 4
+    # times its queue; then the Jacobian's 4 and the 3 steps, a batch each
+    assert lab.batches[0] == 6 and set(lab.batches[1:]) <= {3, 4}
+    assert fit.tried[5].candidate == Candidate(8e6, 0.08, 800_000, 0.0005)
     assert fit.tried[0].candidate == start and fit.tried[0].error > 0.3
-    assert [t.candidate.loss for t in fit.tried[:4]] == [start.loss, 0.0, 1e-4, 1e-2]
+    assert [t.candidate.loss for t in fit.tried[:5]] == [start.loss, 0.0, 1e-4, 1e-3, 1e-2]
 
 
 def test_the_budget_is_kept():
@@ -127,7 +127,7 @@ def test_a_first_estimate_that_cannot_be_measured_goes_on_from_one_with_less_los
     assert not fit.stopped.startswith("the first estimates could not be measured")
     nothing = search(model(HIDDEN), Candidate(12e6, 0.06, 60_000, 0.02), Lab(broken=0.0), budget=40)
     assert nothing.stopped == "the first estimates could not be measured (nor with other losses)"
-    assert len(nothing.tried) == 5
+    assert len(nothing.tried) == 6  # the start, 0, 0.01, 0.1 and 1 % (a factor 2 from 2 %), its wider queue
 
 
 def test_a_lossless_start_where_the_real_path_separates_cubic_from_bbr_finds_its_loss():
@@ -289,3 +289,23 @@ def test_a_queue_read_too_small_is_left_at_the_first_batch(monkeypatch: pytest.M
     monkeypatch.setattr(search_module, "_wider", lambda *_a, **_k: [])  # the search as it was
     stuck = search(path(hidden), start, lab, budget=30, losses=[0.0, 0.0005])
     assert stuck.best.candidate.queue_bytes < 0.3 * 32e6 / 8 * 0.094 and stuck.best.error > 0.1
+
+
+def test_the_upper_bound_twice_the_start_is_in_the_first_batch():
+    """A start at 0.058 % under the evidence's bound of 0.112 % (results/reference/calibrate-20261126-4, link 9):
+    the bound, a factor 1.9 away, is measured in the first batch; so is a third of it (1.6 away); the point (1.2
+    away) is the start's own neighbourhood and left out."""
+    from lab.calibrate.search import loss_ladder
+
+    seen: list[Candidate] = []
+
+    def lab(batch: Sequence[Candidate]) -> list[Result | None]:
+        seen.extend(batch)
+        return [model(c) for c in batch]
+
+    start = Candidate(rate_bps=11.5e6, rtt_s=0.153, queue_bytes=407_000, loss=0.00058)
+    search(model(HIDDEN), start, lab, budget=8, losses=loss_ladder(0.00069, 0.00112),
+           limits=Limits(max_loss=0.00112))
+    first = [c.loss for c in seen[:6]]
+    assert first[:5] == pytest.approx([0.00058, 0.0, 0.00112, 0.00112 / 3, 0.00112 / 9])
+    assert 0.00069 not in first and seen[5].queue_bytes == 4 * 407_000
