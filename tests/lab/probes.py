@@ -38,7 +38,9 @@ def bulk_tcp_rtts(seconds: float, interval_s: float) -> tuple[list[float], float
     the idle link: the pings after it would measure the empty queue (a VM run under TCG, 2026-11-26, gave a median
     queueing delay of 20 ms of a full 96 ms queue that way)."""
     count = int(seconds / interval_s)
-    flow_s = seconds + 2 + config.deadline(1.0)
+    # ping keeps its interval only as well as the kernel's timers do: 300 pings at 20 ms took 7.1 s, not 6, on a
+    # host whose kernel rounds them up (2026-11-26), and the 9 s flow ended before them
+    flow_s = seconds * 1.5 + 2 + config.deadline(1.0)
     script = (f"o=$(mktemp); iperf3 -c {config.SERVER_IP} -R -C cubic -t {flow_s:g} -f m --connect-timeout 3000 "
               f">\"$o\" 2>&1 & p=$!; sleep 2; ping -n -c {count} -i {interval_s:g} -W 5 {config.SERVER_IP}; "
               "kill -0 $p 2>/dev/null || echo QUICLAB-FLOW-ENDED-EARLY; wait $p; cat \"$o\"; rm -f \"$o\"")
