@@ -171,16 +171,22 @@ def queued(flow: Flow, base: float) -> list[tuple[float, float]]:
     return [(t, max(0.0, r - base) * rate_at(flow, t) / 8) for t, r in samples]
 
 
+def by_sender(flows: Sequence[Flow]) -> list[list[Flow]]:
+    """The flows grouped by sender: repeated runs of one congestion control together, a flow that does not say its
+    congestion control alone (the rule the queue and the loss bounds read repeated runs by)."""
+    groups: dict[str | int, list[Flow]] = {}
+    for k, f in enumerate(flows):
+        groups.setdefault(f.cc or k, []).append(f)
+    return list(groups.values())
+
+
 def queue_size(flows: Sequence[Flow], base: float) -> tuple[float, float] | None:
     """(bytes, seconds) the queue held at its p95, for the sender that filled it most; None without samples.
     Repeated runs of one congestion control are one sender, their samples pooled: the highest of each run's p95
     took the one run whose stalls on a varying link read as queue (ATT's recording: BBR's three runs 90, 343 and
     85 kB, and the fitted queue of 343 kB gave Reno 3.2 times the hidden link's p50 RTT)."""
-    groups: dict[str | int, list[Flow]] = {}
-    for k, f in enumerate(flows):
-        groups.setdefault(f.cc or k, []).append(f)
     best: tuple[float, float] | None = None
-    for group in groups.values():
+    for group in by_sender(flows):
         q = [b for f in group for _, b in queued(f, base)]
         if q:
             size = percentile(q, 95)
@@ -244,11 +250,8 @@ def steady_retransmissions(flow: Flow) -> tuple[int, float] | None:
 def loss_bounds(flows: Sequence[Flow]) -> tuple[float, float] | None:
     """(point, upper bound at 1 - LOSS_ALPHA) of random loss from the flows' retransmissions after start-up (the
     module's rule); None when no flow has timed retransmissions."""
-    groups: dict[str | int, list[tuple[int, float]]] = {}
-    for k, f in enumerate(flows):
-        if (c := steady_retransmissions(f)) is not None:
-            groups.setdefault(f.cc or k, []).append(c)
-    counted = [(sum(n for n, _ in g), sum(s for _, s in g)) for g in groups.values()]
+    groups = [[c for f in g if (c := steady_retransmissions(f)) is not None] for g in by_sender(flows)]
+    counted = [(sum(n for n, _ in g), sum(s for _, s in g)) for g in groups if g]
     if not counted:
         return None
     level = LOSS_ALPHA / len(counted)

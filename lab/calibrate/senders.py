@@ -98,7 +98,7 @@ def measured_senders(m: Measurements, where: str) -> tuple[dict[str, Sender], Re
     MIN_SENDERS is a UsageError naming what the search needs."""
     chosen: dict[str, list[Flow]] = {}
     for f in m.flows:
-        if f.direction == "down" and f.cc and observed(f) is not None:
+        if f.direction == "down" and f.cc and _run(f) is not None:
             chosen.setdefault(f.cc, []).append(f)
     if len(chosen) < MIN_SENDERS:
         have = f"only {', '.join(sorted(chosen))}" if chosen else "none"
