@@ -31,8 +31,10 @@ def irtt_json(rtts_ms: list[float], lost: int = 0) -> str:
 
 
 def iperf3_json(cc: str, rates_mbit: list[float], rtts_ms: list[float] | None = None,
-                retransmits: list[int] | None = None, reverse: bool = False) -> str:
-    """One TCP run of 1-second intervals, as the sending side writes it (rtt and retransmits per interval)."""
+                retransmits: list[int] | None = None, reverse: bool = False,
+                connected: tuple[int, int] | None = None) -> str:
+    """One TCP run of 1-second intervals, as the sending side writes it (rtt and retransmits per interval);
+    `connected`: its data connection's (local port, remote port) in `start.connected`, as iperf3 writes it."""
     intervals = []
     for i, r in enumerate(rates_mbit):
         stream: dict[str, object] = {"socket": 5, "start": i, "end": i + 1, "seconds": 1, "bytes": round(r * 1e6 / 8),
@@ -47,7 +49,9 @@ def iperf3_json(cc: str, rates_mbit: list[float], rtts_ms: list[float] | None = 
     moved = sum(round(r * 1e6 / 8) for r in rates_mbit)
     return json.dumps({
         "start": {"version": "iperf 3.16", "test_start": {"protocol": "TCP", "num_streams": 1, "duration":
-                                                           len(rates_mbit), "reverse": int(reverse)}},
+                                                           len(rates_mbit), "reverse": int(reverse)},
+                  **({"connected": [{"socket": 5, "local_host": "10.1.0.2", "local_port": connected[0],
+                                     "remote_host": "10.2.0.2", "remote_port": connected[1]}]} if connected else {})},
         "intervals": intervals,
         "end": {"sum_sent": {"bytes": moved, "retransmits": sum(retransmits or [])},
                 "sum_received": {"bytes": moved}, "sender_tcp_congestion": cc, "receiver_tcp_congestion": cc}})

@@ -5,10 +5,10 @@ after each fit).
 Per hidden link, two jobs (lab/bench/schedule.py decides which lab runs which, never both on one lab):
 1. `hidden` (`python -m lab.bench.calibration hidden SPEC` on its lab): the link in force, measured as a user would:
    ping without load, then MEASURED_RUNS `iperf3 -R --json --get-server-output` downloads (from a server run with
-   --json) per measured sender (cubic, bbr; pooled by the calibration) and one upload (`iperf3 --json
-   --get-server-output`, cubic: the uplink's rate, a trace where it varies, lab/calibrate/estimate.py); then the
-   held-out sender (reno, not used in the fit) by the
-   lab's rule;
+   --json) per measured sender (cubic, bbr; pooled by the calibration), the first BBR run also captured on the
+   client (headers only: its packets' arrivals), and one upload (`iperf3 --json --get-server-output`, cubic: the
+   uplink's rate, a trace where it varies, lab/calibrate/estimate.py); then the held-out sender (reno, not used in
+   the fit) by the lab's rule;
 2. `calibrate` (`python -m lab.bench.calibration calibrate SPEC` on another lab; it is given the folder of the user's
    files, never the link): `probe` reads them, `calibrate` estimates and searches (lab/run/calibration.py), then the
    held-out sender runs on the fitted link. Its throughput and p50 RTT under load are compared with the hidden
@@ -96,16 +96,27 @@ UPLOAD = "upload.json"
 MEASURED_RUNS = 3
 
 
+#: The user captures one download on the client, headers only (CAPTURE: `tcpdump -s 96 -w bbr.pcap tcp port
+#: 5399` beside the first BBR run): its packets' arrivals are the link's delivery at the millisecond, which the rate
+#: trace of a varying link is made from (lab/calibrate/estimate.py; iperf3's intervals are 0.1 s at the finest, and
+#: a trace of 0.1 s averages gave BBR on the TMobile recording 700 retransmissions for its 1900). BBR's, because it
+#: keeps the bottleneck's queue from emptying on a varying link (13.9 % retransmissions on TMobile): its arrivals
+#: are the link's opportunities where a loss-based sender's would show its own backing off.
+CAPTURED = "bbr"
+CAPTURE = "bbr.pcap"
+
+
 def _run_file(cc: str, k: int) -> str:
     return f"{cc}.json" if k == 1 else f"{cc}-{k}.json"
 
 
 def hidden_files(folder: Path) -> list[Path]:
-    """The user's files of a hidden link: each measured sender's runs and the upload, as many as are there (links
-    measured before had one run each and no upload)."""
+    """The user's files of a hidden link: each measured sender's runs, the upload and the capture, as many as are
+    there (links measured before had one run each, no upload and no capture)."""
     runs = [folder / _run_file(cc, k) for cc in MEASURED for k in range(1, MEASURED_RUNS + 1)
             if k == 1 or (folder / _run_file(cc, k)).is_file()]
-    return [folder / PING, *runs, *([folder / UPLOAD] if (folder / UPLOAD).is_file() else [])]
+    extra = [folder / f for f in (UPLOAD, CAPTURE) if (folder / f).is_file()]
+    return [folder / PING, *runs, *extra]
 
 
 def _say(text: str) -> None:
@@ -141,8 +152,9 @@ def _hidden_side(spec: dict[str, Any]) -> None:
             for k in range(1, MEASURED_RUNS + 1):
                 for cc in MEASURED:
                     _say(f"iperf3 {cc} download {k}/{MEASURED_RUNS}")
+                    pcap = tmp / CAPTURE if (k, cc) == (1, CAPTURED) else None
                     (tmp / _run_file(cc, k)).write_text(
-                        calibration.user_download(Sender(cc, "down", SECONDS), restart))
+                        calibration.user_download(Sender(cc, "down", SECONDS), restart, pcap))
             _say(f"iperf3 {UPLOAD_CC} upload")
             (tmp / UPLOAD).write_text(calibration.user_download(Sender(UPLOAD_CC, "up", SECONDS), restart))
             _say(f"held-out sender {HELD_OUT}, {HELD_RUNS} runs")

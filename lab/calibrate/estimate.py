@@ -61,7 +61,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from lab.calibrate.measurements import Flow, Measurements
-from lab.calibrate.trace import from_rates, mean_rate
+from lab.calibrate.trace import from_packets, from_rates, mean_rate
 from lab.errors import UsageError
 from lab.quantiles import median
 
@@ -304,9 +304,18 @@ def _as_trace(flow: Flow, mode: RateMode) -> bool:
 
 
 def trace_of(flow: Flow) -> list[int]:
-    """The flow's whole delivery rate as a trace, in IP bytes (WIRE_FACTOR), from its first interval (the module's
-    rule: the trace begins where the flow began)."""
+    """The flow's whole delivery as a trace from its beginning (the module's rule: the trace begins where the flow
+    began): its captured packets at the millisecond when it has them (trace.from_packets), else its rate
+    intervals in IP bytes (WIRE_FACTOR)."""
+    if flow.arrivals:
+        return from_packets(flow.arrivals)
     return from_rates([(a, b, r * WIRE_FACTOR) for a, b, r in flow.rate])
+
+
+def _finest(flows: list[Flow], best: Flow) -> Flow:
+    """The download a rate trace is made from: the fastest of those captured packet by packet (a capture's
+    arrivals hold what the link did inside each of iperf3's intervals), else the fastest."""
+    return max((f for f in flows if f.arrivals), key=flow_rate, default=best)
 
 
 def _down_rate(m: Measurements, down: list[Flow], e: Estimate, mode: RateMode, where: str) -> None:
@@ -321,13 +330,15 @@ def _down_rate(m: Measurements, down: list[Flow], e: Estimate, mode: RateMode, w
     best = max(down, key=flow_rate)
     e.down_rate_bps = flow_rate(best)
     e.down_rate_cv = variation(best)
+    traced = _finest(down, best)
     if mode == "auto" and best.duration_s >= TRACE_MIN_S:
-        e.down_median_bps, e.down_delivery_ms = e.down_rate_bps, trace_of(best)
+        e.down_median_bps, e.down_delivery_ms = e.down_rate_bps, trace_of(traced)
     if _as_trace(best, mode):
-        e.down_trace_ms = e.down_delivery_ms or trace_of(best)
+        e.down_trace_ms = e.down_delivery_ms or trace_of(traced)
         e.down_rate_bps = mean_rate(e.down_trace_ms)
-        e.notes.append(f"downlink rate: a trace of the delivery rate of {best.label} ({best.source}), its "
-                       f"start-up included (variation after it {e.down_rate_cv:.2f})")
+        finest = "its captured packets" if traced.arrivals else "its delivery rate"
+        e.notes.append(f"downlink rate: a trace of {traced.label} ({traced.source}) from {finest}, its start-up "
+                       f"included (the fastest download's variation after it {e.down_rate_cv:.2f})")
     else:
         e.notes.append(f"downlink rate: the median delivery rate of {best.label} ({best.source}) after its start-up "
                        f"(variation {e.down_rate_cv:.2f}, constant below {TRACE_CV} or under {TRACE_MIN_S:g} s)")

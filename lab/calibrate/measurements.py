@@ -49,6 +49,12 @@ class Flow(_Strict):
     #: when retransmitted data was seen (one entry per retransmitted segment; interval midpoints for iperf3)
     retransmit_times_s: list[float] | None = None
     segments: int | None = None          # data segments received (None: unknown; estimated from bytes)
+    #: the TCP connection's (sender's port, receiver's port), when the input says it: a capture of an iperf3
+    #: download and that download's file are one flow (probe joins them)
+    ports: tuple[int, int] | None = None
+    #: what the link delivered, packet by packet: (t_s, IP bytes) of every data packet as captured at the
+    #: receiver's side, retransmissions included (a capture's flows; the rate trace's finest record)
+    arrivals: list[tuple[float, int]] | None = None
 
 
 class IdleRtt(_Strict):

@@ -32,6 +32,7 @@ class Segment:
     tsval: int | None = None   # TCP timestamps option (RFC 7323), when present
     tsecr: int | None = None
     mss: int | None = None     # the MSS option (SYNs)
+    wire: int = 0              # the IP packet's bytes (headers included): what it took of the link
 
 
 def is_capture(head: bytes) -> bool:
@@ -113,7 +114,9 @@ def _segment(t: float, buf: bytes, linktype: int) -> Segment | None:
             tsval, tsecr = struct.unpack("!II", data)
         elif kind == dpkt.tcp.TCP_OPT_MSS and len(data) == 2:
             mss = struct.unpack("!H", data)[0]
-    return Segment(t, (src, tcp.sport), (dst, tcp.dport), tcp.seq, tcp.ack, tcp.flags, payload, tsval, tsecr, mss)
+    wire = length if length > header else header + len(tcp)
+    return Segment(t, (src, tcp.sport), (dst, tcp.dport), tcp.seq, tcp.ack, tcp.flags, payload, tsval, tsecr, mss,
+                   wire)
 
 
 def _addr(raw: bytes) -> str:

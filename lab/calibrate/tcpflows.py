@@ -13,6 +13,9 @@ time, its RTT samples under load and its retransmissions.
   gives no RTT under load; that is said in the folder.
 - Retransmissions: data segments that start below the highest sequence number seen (full or partial repeats and
   the fills of holes: from the receiver's side a reordered segment looks the same).
+- Arrivals: every data segment's time and IP bytes, retransmissions included: at the receiver's side, what the
+  link delivered packet by packet (a saturating download's arrivals are the link's delivery opportunities, as
+  mahimahi's Saturator records them); the rate trace's finest record (lab/calibrate/estimate.py).
 """
 
 from __future__ import annotations
@@ -115,7 +118,8 @@ def _flow(segs: list[Segment], sender: Endpoint, receiver: Endpoint, vantage: En
         direction="down" if receiver == vantage else "up",
         duration_s=round(t_end - t0, 6), bytes=delivered, rate=_bins(advances, t_end - t0),
         rtt=_ts_rtts(segs, vantage, t0, t_end), retransmits=len(retx_times), retransmit_times_s=retx_times,
-        segments=max(1, math.ceil(delivered / mss)))
+        segments=max(1, math.ceil(delivered / mss)), ports=(sender[1], receiver[1]),
+        arrivals=[(round(s.t - t0, 6), s.wire) for s in data] if receiver == vantage else None)
 
 
 def _name(e: Endpoint) -> str:

@@ -105,4 +105,16 @@ def iperf3_flow(data: dict[str, Any], name: str) -> Flow:
         direction="down" if reverse else "up", cc=str(cc) if cc else None,
         duration_s=round(rate[-1][1] - rate[0][0], 6) if rate else 0.0, bytes=bytes_, rate=rate, rtt=rtt,
         retransmits=len(retx_times) if retx_known else total, retransmit_times_s=retx_times if retx_known else None,
-        segments=max(1, round(bytes_ / DEFAULT_MSS)))
+        segments=max(1, round(bytes_ / DEFAULT_MSS)), ports=_ports(data, reverse))
+
+
+def _ports(data: dict[str, Any], reverse: bool) -> tuple[int, int] | None:
+    """The data connection's (sender's port, receiver's port) from `start.connected` (one stream only; with -R the
+    far end sends)."""
+    conns = (data.get("start") or {}).get("connected") or []
+    if len(conns) != 1 or not isinstance(conns[0], dict):
+        return None
+    local, remote = conns[0].get("local_port"), conns[0].get("remote_port")
+    if not isinstance(local, int) or not isinstance(remote, int):
+        return None
+    return (remote, local) if reverse else (local, remote)

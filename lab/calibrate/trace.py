@@ -48,22 +48,36 @@ def mean_rate(trace_ms: Sequence[int]) -> float:
     return len(trace_ms) * OPPORTUNITY_BITS / (trace_ms[-1] / 1000)
 
 
-SCALE_BIN_S = 0.1
+def from_packets(arrivals: Sequence[tuple[float, int]]) -> list[int]:
+    """What a link delivered, packet by packet ((t_s, IP bytes) from its first packet), as a trace at the
+    millisecond: one opportunity per 1500 bytes delivered (fractions carried, as from_rates does), at the
+    millisecond the packet that completed it arrived (at least 1). A saturating download's arrivals are the link's
+    delivery opportunities: mahimahi's Saturator records its traces so. Where the sender left the link idle the
+    trace shows less than the link had."""
+    carry = 0.0
+    out: list[int] = []
+    for t, size in arrivals:
+        carry += size / (OPPORTUNITY_BITS / 8)
+        ms = max(1, math.ceil(t * 1000 - 1e-6), out[-1] if out else 0)
+        while carry >= 1:
+            out.append(ms)
+            carry -= 1
+    if not out:
+        raise ValueError("the packets deliver less than one 1500-byte opportunity")
+    return out
 
 
 def scaled(trace_ms: Sequence[int], factor: float) -> list[int]:
-    """The trace with every SCALE_BIN_S stretch's rate times `factor` (the same pattern and period, its mean rate
-    times `factor`): the lab search's rate for a link with a rate trace."""
+    """The trace with its mean rate times `factor`, the same pattern and period: of round(n x factor) opportunities
+    the k-th comes when the trace's ceil(k / factor)-th did (a burst stays a burst, a stall a stall, at the
+    trace's own resolution: a trace from a capture's packets keeps what happens inside a tenth of a second, which
+    a cellular link's senders answer: on the TMobile recording, 0.1 s averages gave BBR 19.4 Mbit/s and 700
+    retransmissions for 24 and 1900; 10 ms ones 24 and 1900; 1 s ones gave Reno 21 Mbit/s for 12). The lab
+    search's rate for a link with a rate trace."""
     if not trace_ms or factor <= 0:
         raise ValueError("an empty trace or a factor not above 0")
-    period = trace_ms[-1] / 1000
-    bins = max(1, math.ceil(period / SCALE_BIN_S - 1e-9))
-    counts = [0] * bins
-    for t in trace_ms:
-        counts[min(bins - 1, max(0, math.ceil(t / 1000 / SCALE_BIN_S - 1e-9) - 1))] += 1
-    edges = [min(period, i * SCALE_BIN_S) for i in range(bins + 1)]
-    out = from_rates([(edges[i], edges[i + 1], counts[i] * OPPORTUNITY_BITS / (edges[i + 1] - edges[i]) * factor)
-                      for i in range(bins) if edges[i + 1] > edges[i]])
+    n = len(trace_ms)
+    out = [trace_ms[min(n, max(1, math.ceil(k / factor - 1e-9))) - 1] for k in range(1, max(1, round(n * factor)) + 1)]
     if out[-1] < trace_ms[-1]:  # the last line is the period: kept (one opportunity more at most)
         out.append(trace_ms[-1])
     return out

@@ -76,16 +76,16 @@ class Evidence:
 class _Tcpdump:
     """One tcpdump in the router writing a whole-packet capture of one interface."""
 
-    def __init__(self, iface: str, path: str) -> None:
+    def __init__(self, iface: str, path: str, snap: int = 0,
+                 bpf: tuple[str, ...] = ("ip", "and", "(", "tcp", "or", "udp", ")")) -> None:
         self.iface, self.path = iface, path
         # Stopped (pkill -INT in the router, then stop()) when the run ends; the deadline is only a backstop
         # (docker.RUN_SCOPED_DEADLINE_S: far longer than any run).
         self.proc = docker.Stream(
             # -B: a 32 MiB capture buffer (KiB): a sender's slow-start burst at veth speed overflowed the default
             # 2 MiB (tcpdump said the kernel dropped packets; the explanation then saw drops that never happened)
-            docker.exec_args(config.ROUTER_CONTAINER, ["tcpdump", "-i", iface, "-n", "-s", "0", "-B", "32768", "-U",
-                                                       "--immediate-mode", "-w", path, "ip", "and", "(", "tcp",
-                                                       "or", "udp", ")"]),
+            docker.exec_args(config.ROUTER_CONTAINER, ["tcpdump", "-i", iface, "-n", "-s", str(snap), "-B", "32768",
+                                                       "-U", "--immediate-mode", "-w", path, *bpf]),
             deadline_s=docker.RUN_SCOPED_DEADLINE_S, stderr=subprocess.PIPE, text=True)
 
     def wait_listening(self, deadline: float) -> None:
@@ -169,6 +169,35 @@ def collecting(kinds: tuple[str, ...], root: Path, folder: Path, client_name: st
             with contextlib.suppress(docker.DockerError):
                 docker.exec_in(server.container, ["pkill", "-INT", "-f", "--", f"--qlog-dir={server_qlog}"])
             _collect_dir(ev, server.container, server_qlog, folder, "server-")
+
+
+#: The headers of the lab's TCP packets with every TCP option (Ethernet 14, IPv4 20, TCP up to 60): what the
+#: calibration reads of a capture (lab/calibrate/pcapfile.py takes the payload's length from the IP header).
+HEADERS_SNAP = 96
+
+
+@contextmanager
+def client_side_tcp(dest: Path, port: int) -> Iterator[None]:
+    """The TCP packets to and from `port` as the link delivers them to the client (the router's client-side
+    interface: what tcpdump on the client would see), headers only, into `dest` while the block runs: a user's
+    capture of a download (the calibration benchmark's). Stopped and copied out also after a failure or Ctrl-C; a
+    capture the kernel dropped packets of is an EnvironmentProblem (the arrivals would miss them)."""
+    tag = uuid.uuid4().hex[:12]
+    router.run("mkdir", "-p", _ROUTER_DIR)
+    dump = _Tcpdump(router.interfaces().client_side, f"{_ROUTER_DIR}/{tag}-user.pcap", HEADERS_SNAP,
+                    ("tcp", "port", str(port)))
+    problems: list[str] = []
+    copied = False
+    try:
+        dump.wait_listening(time.monotonic() + config.deadline(_START_TIMEOUT_S))
+        yield
+    finally:
+        time.sleep(0.05)  # the last packets reach the capture file
+        problems = _stop_dumps(tag, [(dump, dest.name)])
+        copied = _copy_out(config.ROUTER_CONTAINER, dump.path, dest)
+        router.try_run("rm", "-f", dump.path)
+    if problems or not copied:
+        raise EnvironmentProblem(problems[0] if problems else f"no {dest.name} from the router")
 
 
 def _stop_dumps(tag: str, dumps: list[tuple[_Tcpdump, str]]) -> list[str]:

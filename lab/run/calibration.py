@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from lab import config, docker, lock
 from lab.calibrate.scenario_file import Table
@@ -27,6 +28,7 @@ from lab.calibrate.search import NO_LIMITS, Candidate, Fit, Limits, Observed, Re
 from lab.calibrate.senders import Sender, observed
 from lab.calibrate.tools import iperf3_flow
 from lab.errors import EnvironmentProblem, UsageError
+from lab.evidence.capture import client_side_tcp
 from lab.link import shaper
 from lab.link.model import Link
 from lab.link.spec import parse_link
@@ -222,11 +224,15 @@ def median_observed(runs: Sequence[Observed | None]) -> Observed | None:
 
 # --- measuring a path as a user would (the benchmark's hidden links) -------------------------------------------------
 
-def user_download(s: Sender, at_start: Callable[[], None] | None = None) -> str:
+def user_download(s: Sender, at_start: Callable[[], None] | None = None, capture: Path | None = None) -> str:
     """A download as a user records it from the client (`iperf3 -R --json --get-server-output`), from a server the
     user started with `iperf3 -s --json` (docs/calibrate.md: without --json the server's side, its RTT, is not in
-    the file; the server container's own iperf3 on 5201 runs without it)."""
-    return one_off_download(s, at_start)
+    the file; the server container's own iperf3 on 5201 runs without it); with `capture`, its packets as the
+    client receives them written there too (`tcpdump -s 96 -w FILE tcp port 5399` on the client)."""
+    if capture is None:
+        return one_off_download(s, at_start)
+    with client_side_tcp(capture, PORT):
+        return one_off_download(s, at_start)
 
 
 def user_ping(count: int = 50) -> str:

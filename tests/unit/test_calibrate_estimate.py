@@ -13,7 +13,7 @@ from lab.calibrate import scenario_file
 from lab.calibrate.estimate import WIRE_FACTOR, estimate, percentile
 from lab.calibrate.measurements import Flow, Measurements
 from lab.calibrate.probe import probe
-from lab.calibrate.trace import from_rates
+from lab.calibrate.trace import from_packets, from_rates, mean_rate, scaled
 from lab.errors import UsageError
 from lab.link.spec import read_trace
 from lab.plan.checks import load
@@ -116,6 +116,43 @@ def test_the_trace_keeps_every_opportunity():
     assert trace[1000:] == list(range(1510, 2001, 10))
     with pytest.raises(ValueError):
         from_rates([(0.0, 0.1, 1e5)])
+
+
+def test_a_trace_from_packets_keeps_each_millisecond():
+    """Each 1500 IP bytes delivered is an opportunity at the millisecond of the packet that completed it (at least
+    the first), fractions carried: two 752-byte packets make one."""
+    got = from_packets([(0.0, 1500), (0.0004, 1500), (0.0021, 752), (0.0022, 752), (0.0099, 1500), (0.0301, 3000)])
+    assert got == [1, 1, 3, 10, 31, 31]
+    with pytest.raises(ValueError):
+        from_packets([(0.0, 900)])
+
+
+def test_scaling_a_trace_keeps_its_bursts_and_stalls():
+    """The search scales a trace's mean rate: the opportunities stay where the trace had them (a burst of 6 in one
+    millisecond and a 40 ms stall stay), not spread evenly over a tenth of a second."""
+    burst = [t for ms in range(0, 1000, 50) for t in [ms + 5] * 6 + [ms + 45] * 2]  # 8 per 50 ms, in two bursts
+    burst.append(1000)
+    for factor in (0.5, 1.0, 2.0):
+        got = scaled(burst, factor)
+        assert mean_rate(got) == pytest.approx(mean_rate(burst) * factor, rel=0.02)
+        assert set(got) <= set(burst) and got[-1] == burst[-1]  # only the trace's own milliseconds; its period
+        assert max(got.count(ms) for ms in set(got)) == max(1, round(6 * factor))
+    assert scaled(burst, 1.0) == burst
+
+
+def test_a_varying_links_trace_is_made_from_a_captured_download():
+    """A download captured packet by packet makes the trace (at the millisecond), though it was not the fastest;
+    without a capture the fastest download's intervals do."""
+    varying = [0.4, 8.9, 6.3, 0.5, 4.3, 4.6, 4.2, 1.4, 0.9, 0.7, 3.0]
+    fast, slow = _flow("down", varying, "bbr"), _flow("down", [x * 0.7 for x in varying])
+    packets = [(i * 0.004, 1500) for i in range(2000)] + [(9.0 + i * 0.001, 1500) for i in range(500)]
+    slow.arrivals = packets
+    e = estimate(Measurements(inputs=[], flows=[fast, slow]), "m")
+    assert e.down_trace_ms == from_packets(packets) and e.down_delivery_ms == e.down_trace_ms
+    assert any("captured packets" in n for n in e.notes)
+    slow.arrivals = None
+    assert estimate(Measurements(inputs=[], flows=[fast, slow]), "m").down_trace_ms == from_rates(
+        [(a, b, r * WIRE_FACTOR) for a, b, r in fast.rate])
 
 
 def test_no_rtt_at_all_is_refused_naming_the_folder():

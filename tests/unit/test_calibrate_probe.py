@@ -124,3 +124,37 @@ def test_the_folder_round_trips(tmp_path, download):
     (tmp_path / "folder" / measurements.FILE).write_text('{"version": 1, "inputs": [], "flows": [{"x": 1}]}')
     with pytest.raises(UsageError, match=r"measurements.json: missing field 'flows.source'"):
         measurements.read(tmp_path / "folder")
+
+
+def test_a_client_side_capture_keeps_each_data_packets_arrival(tmp_path, download):
+    """At the receiver's side a capture holds what the link delivered packet by packet (IP bytes, retransmissions
+    included): the rate trace's finest record; the connection's ports name it."""
+    m = probe([_file(tmp_path, "d.pcap", pathsim.capture(download))])
+    [flow] = m.flows
+    data = [r for r in download if r.from_server and r.payload]
+    assert flow.ports == (443, 40000)
+    assert flow.arrivals is not None and len(flow.arrivals) == len(data)
+    assert [b for _, b in flow.arrivals] == [r.payload + pathsim.WIRE - pathsim.MSS for r in data]
+    assert [t for t, _ in flow.arrivals] == [pytest.approx(r.t - data[0].t, abs=1e-6) for r in data]
+
+
+def test_a_server_side_capture_has_no_arrivals(tmp_path, download):
+    half = LINK.rtt_s / 2
+    moved = sorted((replace(r, t=r.t - half if r.from_server else r.t + half) for r in download), key=lambda r: r.t)
+    [flow] = probe([_file(tmp_path, "s.pcap", pathsim.capture(moved))]).flows
+    assert flow.direction == "up" and flow.arrivals is None
+
+
+@pytest.mark.parametrize("port", [40000, 40001], ids=["same connection", "another connection"])
+def test_a_capture_of_an_iperf3_download_is_joined_to_its_file(tmp_path, download, port):
+    """The capture and the iperf3 file of one download (the same ports) are one flow: the file's congestion control
+    and sender's view with the capture's arrivals, counted once. Another connection's capture stays a flow."""
+    run = _file(tmp_path, "bbr.json", inputs.iperf3_json("bbr", [3.8] * 6, reverse=True, connected=(port, 443)))
+    m = probe([run, _file(tmp_path, "bbr.pcap", pathsim.capture(download))])
+    if port == 40000:
+        [flow] = m.flows
+        assert flow.cc == "bbr" and flow.source == str(run) and flow.arrivals
+        assert "joined" in m.inputs[1].note
+    else:
+        assert [f.cc for f in m.flows] == ["bbr", None] and m.flows[0].arrivals is None
+        assert "joined" not in m.inputs[1].note
