@@ -61,7 +61,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from lab.calibrate.measurements import Flow, Measurements
-from lab.calibrate.trace import from_packets, from_rates, mean_rate
+from lab.calibrate.trace import from_capture, from_rates, mean_rate
 from lab.errors import UsageError
 from lab.quantiles import median
 
@@ -305,10 +305,10 @@ def _as_trace(flow: Flow, mode: RateMode) -> bool:
 
 def trace_of(flow: Flow) -> list[int]:
     """The flow's whole delivery as a trace from its beginning (the module's rule: the trace begins where the flow
-    began): its captured packets at the millisecond when it has them (trace.from_packets), else its rate
-    intervals in IP bytes (WIRE_FACTOR)."""
+    began): its captured packets at the millisecond when it has them (trace.from_capture: where the capture could
+    not see the link, the download's median rate), else its rate intervals in IP bytes (WIRE_FACTOR)."""
     if flow.arrivals:
-        return from_packets(flow.arrivals)
+        return from_capture(flow.arrivals, flow.unseen or ())
     return from_rates([(a, b, r * WIRE_FACTOR) for a, b, r in flow.rate])
 
 

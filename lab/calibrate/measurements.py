@@ -55,6 +55,10 @@ class Flow(_Strict):
     #: what the link delivered, packet by packet: (t_s, IP bytes) of every data packet as captured at the
     #: receiver's side, retransmissions included (a capture's flows; the rate trace's finest record)
     arrivals: list[tuple[float, int]] | None = None
+    #: where the link's queue stood empty though nothing arrived (t_start_s, t_end_s): the sender had sent nothing
+    #: (its ACKs held up on a stalled uplink, an application pause), so the capture cannot tell the link's rate there
+    #: (from the TCP timestamps: the first packet after such a gap went through an empty queue)
+    unseen: list[tuple[float, float]] | None = None
 
 
 class IdleRtt(_Strict):

@@ -36,13 +36,13 @@ def probe(paths: list[Path]) -> Measurements:
 def _join_captured(m: Measurements) -> None:
     """A capture of an iperf3 run (the same connection: its ports) and that run's file are one flow: the file's
     (it names the congestion control and, from the sender's side, its RTT and retransmissions) with the capture's
-    packet arrivals; counted once, not twice."""
+    packet arrivals and unseen stretches; counted once, not twice."""
     by_ports = {(f.ports, f.direction): f for f in m.flows if f.ports and f.cc is not None and f.arrivals is None}
     joined: list[tuple[str, str]] = []
     for f in list(m.flows):
         twin = by_ports.get((f.ports, f.direction)) if f.arrivals and f.cc is None else None
         if twin is not None:
-            twin.arrivals = f.arrivals
+            twin.arrivals, twin.unseen = f.arrivals, f.unseen
             m.flows.remove(f)
             joined.append((f.source, twin.source))
     for captured, run in joined:

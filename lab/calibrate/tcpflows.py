@@ -16,6 +16,13 @@ time, its RTT samples under load and its retransmissions.
 - Arrivals: every data segment's time and IP bytes, retransmissions included: at the receiver's side, what the
   link delivered packet by packet (a saturating download's arrivals are the link's delivery opportunities, as
   mahimahi's Saturator records them); the rate trace's finest record (lab/calibrate/estimate.py).
+- Unseen stretches: a gap of at least UNSEEN_MIN_S between two arrivals is either the link down (the sender's
+  packets waited in its queue: the first after the gap arrives late by about the gap) or the sender idle (nothing
+  queued: it arrives at the path's base delay, sent when the gap was nearly over; e.g. its ACKs held up on a
+  stalled uplink). The data segments' TCP timestamps tell which: a segment's one-way delay is its arrival less its
+  TSval (the sender's clock, its rate taken from the flow's own first and last segments) up to a constant, and
+  its queueing delay that less the flow's lowest. From the gap's start to the first segment's arrival less its
+  queueing delay the queue was empty: what the link could have delivered there is not in the capture.
 """
 
 from __future__ import annotations
@@ -119,7 +126,43 @@ def _flow(segs: list[Segment], sender: Endpoint, receiver: Endpoint, vantage: En
         duration_s=round(t_end - t0, 6), bytes=delivered, rate=_bins(advances, t_end - t0),
         rtt=_ts_rtts(segs, vantage, t0, t_end), retransmits=len(retx_times), retransmit_times_s=retx_times,
         segments=max(1, math.ceil(delivered / mss)), ports=(sender[1], receiver[1]),
-        arrivals=[(round(s.t - t0, 6), s.wire) for s in data] if receiver == vantage else None)
+        arrivals=[(round(s.t - t0, 6), s.wire) for s in data] if receiver == vantage else None,
+        unseen=_unseen(data) if receiver == vantage else None)
+
+
+UNSEEN_MIN_S = 0.1
+
+
+#: The rates TCP timestamp clocks tick at (Linux and the BSDs 1000 Hz; RFC 7323 allows 1 Hz to 1 kHz, some stacks
+#: count microseconds). The rate measured over a flow is off by its last segment's queueing delay over its length
+#: (0.2 s in 10 s: 2 %, which would tilt every one-way delay by up to 0.2 s): the nearest of these within 10 % is it.
+TS_CLOCKS_HZ = (1.0, 10.0, 100.0, 250.0, 1000.0, 1e6)
+
+
+def _clock_rate(measured: float) -> float:
+    near = min(TS_CLOCKS_HZ, key=lambda c: abs(math.log(c / measured)) if measured > 0 else math.inf)
+    return near if measured > 0 and abs(measured / near - 1) <= 0.1 else measured
+
+
+def _unseen(data: list[Segment]) -> list[tuple[float, float]] | None:
+    """The stretches (from the first data segment) with the queue empty and nothing arriving (module doc); None
+    without TCP timestamps."""
+    stamped = [s for s in data if s.tsval is not None]
+    if len(stamped) < 2 or len(stamped) < len(data) or stamped[-1].t <= stamped[0].t:
+        return None
+    ticks = (stamped[-1].tsval - stamped[0].tsval) % 2**32  # type: ignore[operator]
+    hz = _clock_rate(ticks / (stamped[-1].t - stamped[0].t))
+    if hz <= 0:
+        return None
+    t0 = data[0].t
+    owd = [s.t - ((s.tsval - stamped[0].tsval) % 2**32) / hz for s in data]  # type: ignore[operator]
+    base = min(owd)
+    out: list[tuple[float, float]] = []
+    for prev, nxt, d in zip(data, data[1:], owd[1:], strict=False):
+        end = nxt.t - (d - base)
+        if nxt.t - prev.t >= UNSEEN_MIN_S and end - prev.t >= UNSEEN_MIN_S:
+            out.append((round(prev.t - t0, 6), round(end - t0, 6)))
+    return out
 
 
 def _name(e: Endpoint) -> str:

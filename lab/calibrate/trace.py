@@ -48,6 +48,33 @@ def mean_rate(trace_ms: Sequence[int]) -> float:
     return len(trace_ms) * OPPORTUNITY_BITS / (trace_ms[-1] / 1000)
 
 
+def from_capture(arrivals: Sequence[tuple[float, int]], unseen: Sequence[tuple[float, float]] = ()) -> list[int]:
+    """A captured download's trace: its packets (from_packets), and in each stretch the capture could not see the
+    link's rate in (the queue empty, nothing arriving: tcpflows `unseen`), the download's median rate over the 0.1
+    s bins wholly outside them, spread evenly (an assumption: the capture says nothing there; on the ATT recording
+    its uplink stalls hold BBR's ACKs up, and the gaps in its delivery would otherwise be stalls of the downlink that
+    the fitted uplink's own stalls then double)."""
+    out = from_packets(arrivals)
+    if not unseen:
+        return out
+    bins: dict[int, int] = {}
+    for t, size in arrivals:
+        bins[int(t / SEEN_BIN_S)] = bins.get(int(t / SEEN_BIN_S), 0) + size
+    last = int(arrivals[-1][0] / SEEN_BIN_S)
+    seen = [bins.get(i, 0) * 8 / SEEN_BIN_S for i in range(last)  # (the last bin is partial)
+            if not any(a < (i + 1) * SEEN_BIN_S and b > i * SEEN_BIN_S for a, b in unseen)]
+    if not seen:
+        return out
+    fill = sorted(seen)[len(seen) // 2]
+    if fill * sum(b - a for a, b in unseen) < OPPORTUNITY_BITS:
+        return out
+    added = from_rates([(0.0, unseen[0][0], 0.0), *((a, b, fill) for a, b in unseen)])  # times from the flow's start
+    return sorted([*out, *added])
+
+
+SEEN_BIN_S = 0.1
+
+
 def from_packets(arrivals: Sequence[tuple[float, int]]) -> list[int]:
     """What a link delivered, packet by packet ((t_s, IP bytes) from its first packet), as a trace at the
     millisecond: one opportunity per 1500 bytes delivered (fractions carried, as from_rates does), at the

@@ -13,7 +13,7 @@ from lab.calibrate import scenario_file
 from lab.calibrate.estimate import WIRE_FACTOR, estimate, percentile
 from lab.calibrate.measurements import Flow, Measurements
 from lab.calibrate.probe import probe
-from lab.calibrate.trace import from_packets, from_rates, mean_rate, scaled
+from lab.calibrate.trace import from_capture, from_packets, from_rates, mean_rate, scaled
 from lab.errors import UsageError
 from lab.link.spec import read_trace
 from lab.plan.checks import load
@@ -125,6 +125,18 @@ def test_a_trace_from_packets_keeps_each_millisecond():
     assert got == [1, 1, 3, 10, 31, 31]
     with pytest.raises(ValueError):
         from_packets([(0.0, 900)])
+
+
+def test_where_a_capture_did_not_see_the_link_its_trace_has_the_downloads_median_rate():
+    """12 Mbit/s (one 1500-byte packet a ms) for 2 s, a 0.5 s stretch the capture could not see the link in, 6
+    Mbit/s for 1 s: the stretch gets the median of the 0.1 s bins wholly outside it (12), not a stall."""
+    packets = [(i / 1000, 1500) for i in range(2000)] + [(2.5 + i / 500, 1500) for i in range(500)]
+    assert from_packets(packets)[2000] == 2500  # nothing between 2.0 and 2.5 s
+    got = from_capture(packets, [(1.999, 2.5)])
+    inside = [t for t in got if 2000 < t < 2500]
+    assert len(inside) == pytest.approx(500, abs=2)  # 12 Mbit/s for 0.5 s
+    assert len(got) == len(from_packets(packets)) + len(inside) + 1 and got == sorted(got)
+    assert from_capture(packets) == from_packets(packets)
 
 
 def test_scaling_a_trace_keeps_its_bursts_and_stalls():

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from lab.calibrate import measurements
+from lab.calibrate.pcapfile import Segment
 from lab.calibrate.probe import probe
+from lab.calibrate.tcpflows import bulk_flows
 from lab.errors import UsageError
 from tests import calibrate_inputs as inputs
 from tests import pathsim
@@ -158,3 +160,32 @@ def test_a_capture_of_an_iperf3_download_is_joined_to_its_file(tmp_path, downloa
     else:
         assert [f.cc for f in m.flows] == ["bbr", None] and m.flows[0].arrivals is None
         assert "joined" not in m.inputs[1].note
+
+
+def _segments(gaps: dict[int, tuple[float, float]]) -> list[Segment]:
+    """A download of 600 full segments, one per ms at the receiver, 20 ms one way; before segment i in `gaps`
+    (idle_s, down_s): the sender idle for idle_s (its next segment meets an empty queue), then the link down for
+    down_s (the segments sent meanwhile wait). TSval: the sender's clock at 1000 Hz from 7,000,000."""
+    server, client = ("10.2.0.2", 443), ("10.1.0.2", 40000)
+    out, t_recv, t_send = [], 1.0, 0.98
+    for i in range(600):
+        idle, down = gaps.get(i, (0.0, 0.0))
+        t_send += idle
+        t_recv = max(t_recv + 0.001, t_send + 0.02) + down
+        out.append(Segment(t_recv, server, client, 1000 + i * 1448, 1, 0x10, 1448, 7_000_000 + int(t_send * 1000),
+                           1, wire=1500))
+        t_send = max(t_send + 0.001, t_recv - 0.02 - down)
+    return out
+
+
+def test_the_stretches_a_capture_cannot_see_the_link_in_are_told_by_the_timestamps():
+    """A gap with the queue empty (the sender idle: the next segment arrives at the base delay) is unseen; a gap
+    where the link was down (the segments waited: the next arrives late by the gap) is the link's own."""
+    [flow] = bulk_flows(_segments({100: (0.3, 0.0), 400: (0.0, 0.3)}), "x.pcap").flows
+    assert flow.unseen is not None and len(flow.unseen) == 1
+    (a, b), = flow.unseen
+    assert a == pytest.approx(0.099, abs=0.002) and b == pytest.approx(0.099 + 0.3, abs=0.003)
+    [plain] = bulk_flows(_segments({}), "x.pcap").flows
+    assert plain.unseen == []
+    no_ts = [replace(s, tsval=None) for s in _segments({100: (0.3, 0.0)})]
+    assert bulk_flows(no_ts, "x.pcap").flows[0].unseen is None
