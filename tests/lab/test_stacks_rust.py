@@ -112,3 +112,15 @@ def test_curl_8_23_gets_whole_objects_from_quinn(clean_link, size):
     ignores it). The server now reads each request to its end (images/rust/quinn-h3/src/server.rs end_request)."""
     started(["curl-sid"], ["quinn"])
     verified("curl-sid", "quinn", Protocol.H3, size=size)
+
+
+@pytest.mark.parametrize("client", ["quinn-client", "kwik-client"])
+def test_a_client_that_ends_the_request_stream_late_gets_objects_from_haproxy(clean_link, client):
+    """quinn-client (the h3 crate) and kwik-client send the request stream's FIN in a STREAM frame of its own after
+    HEADERS, so HAProxy forwards the GET to its file server with `Transfer-Encoding: chunked` and an empty body;
+    lighttpd refused that (HTTP 400, "GET/HEAD with content-length") until images/server-haproxy/lighttpd.conf
+    allowed it (method-get-body): the goodput matrix had quinn-client -> haproxy 5 of 5 and kwik-client -> haproxy 4
+    of 5 failed with HTTP 400."""
+    started([client], ["haproxy"])
+    for _ in range(3):
+        verified(client, "haproxy", Protocol.H3, size=1_000_000)
