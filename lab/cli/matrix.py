@@ -21,6 +21,7 @@ from lab.plan import matrix as plan_matrix
 from lab.plan.plan import groups, plan
 from lab.report import matrix as report_matrix
 from lab.report.html import shown_folder
+from lab.report.report import build as build_report
 from lab.report.report import load_sweep
 from lab.results import store
 from lab.run import parallel as parallel_labs
@@ -56,6 +57,34 @@ def _print_matrix(folder: Path) -> None:
     terminal.line(f"results: {folder}/ (matrix.md, plots/matrix.svg, report.html)")
 
 
+def _whys(folder: Path) -> None:
+    """`--why FOLDER`: one captured run of each cell of a complete matrix folder that needs a why, in a sweep of
+    its own under FOLDER/whys/ (the sweep explains its captured runs when complete), then FOLDER's report rebuilt
+    with the reasons beside the cells."""
+    manifest = store.read_manifest(folder)
+    doc = manifest.doc()
+    if not isinstance(manifest.scenario, dict) or not manifest.scenario.get("matrix"):
+        raise UsageError(f"invalid --why {str(folder)!r}: not a matrix sweep (its scenario has no matrix)")
+    if doc.get("status") != "complete":
+        raise UsageError(f"invalid --why {str(folder)!r}: the matrix is {doc.get('status') or 'not complete'} "
+                         f"(finish it first: quiclab matrix --resume {folder})")
+    records, _ = load_sweep(folder)
+    cells = report_matrix.build(records, doc, folder).needs_why()
+    if not cells:
+        terminal.success(f"{folder}: no cell needs a why")
+        return
+    data = plan_matrix.why_scenario(manifest.scenario, [(c.protocol, c.client, c.server) for c in cells])
+    s = checks.validate(data, f"the why runs of {folder}")
+    config.check_all()
+    terminal.info(f"{len(cells)} cell(s) need a why: one captured run each into {folder / report_matrix.WHYS_DIR}/")
+    sub, complete = lifecycle.start(s, f"{folder.name}-why", folder / report_matrix.WHYS_DIR, labs=1,
+                                    host_guard="flag")
+    if not complete:
+        raise lifecycle.SweepInterrupted(sub)
+    build_report(folder)
+    _print_matrix(folder)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def matrix(
@@ -81,6 +110,10 @@ def register(app: typer.Typer) -> None:
         dry_run: Annotated[bool, typer.Option(
             "--dry-run", help="Print each link's plan as JSON (pairs, runs); runs nothing and needs no lab.")]
         = False,
+        why: Annotated[Path | None, typer.Option(
+            "--why", help="For a finished matrix folder: run each cell that needs a why once more, captured "
+                          "(pcap, key log, qlog), into FOLDER/whys/, explain it, and put the reason beside the "
+                          "cell (the folder's report rebuilt).")] = None,
     ) -> None:
         """The stack matrix: every server x client over HTTP/3 plus the TCP baselines (HTTP/1.1 and HTTP/2), on
         the QUIC interop runner's links; writes results/<timestamp>-matrix-<link>/ with the heatmap
@@ -90,6 +123,16 @@ def register(app: typer.Typer) -> None:
             if value is not None and not low <= value <= top:
                 raise UsageError(f"invalid --{flag.lstrip('-')} {value}: allowed is {low}..{top}")
         labs = parallel_labs.parse(parallel) if parallel is not None else 1
+        if why is not None:
+            given = {"--servers": servers, "--clients": clients, "--repeats": repeats, "--seed": seed, "--size": size,
+                     "--parallel": parallel, "--capture": capture, "--out": out, "--resume": resume,
+                     "--dry-run": dry_run or None, "--link": None if link == "goodput" else link}
+            for flag, value in given.items():
+                if value is not None:
+                    raise UsageError(f"{flag} cannot be given with --why (the why runs take the matrix folder's own "
+                                     "link, pairs and seed)")
+            _whys(why)
+            return
         if resume is not None:
             given = {"--servers": servers, "--clients": clients, "--repeats": repeats, "--seed": seed, "--size": size,
                      "--parallel": parallel, "--capture": capture, "--out": out, "--dry-run": dry_run or None,

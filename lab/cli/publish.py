@@ -27,6 +27,8 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"{str(folder)!r} is not a sweep folder: it has no {store.MANIFEST}")
         manifest = store.read_manifest(folder).doc()
         why = publishing.problems(manifest)
+        for sub in publishing.nested(folder):  # published with it: held to the same rule
+            why += [f"{sub.relative_to(folder)}: {w}" for w in publishing.problems(store.read_manifest(sub).doc())]
         if why:
             raise UsageError(f"not publishing {folder}: {'; '.join(why)}")
         written = publishing.publish(folder, REFERENCE / name)

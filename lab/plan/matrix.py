@@ -87,3 +87,22 @@ def _given(value: object, every: Sequence[str], reg: Registry) -> list[str]:
     if not isinstance(value, list):
         return list(every)
     return [reg.canonical(v) if isinstance(v, str) else v for v in value]
+
+
+#: Evidence a why run keeps: everything `quiclab explain` reads (lab/explain)
+WHY_CAPTURE = ["pcap", "keylog", "qlog"]
+
+
+def why_scenario(data: Mapping[str, Any], cells: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+    """A finished matrix's scenario (its manifest's, completed) narrowed to one captured run of each cell that
+    needs a why ((protocol, client, server)): the same link, seed and object, only those pairs and protocols, 1
+    repeat, every kind of evidence (`quiclab matrix --why`)."""
+    out = dict(data)
+    h3 = [f"{c}>{s}" for p, c, s in cells if p == "h3"]
+    tcp = [f"{c}>{s}" for p, c, s in cells if p != "h3"]
+    out["clients"] = list(dict.fromkeys(c for _, c, _ in cells))
+    out["servers"] = list(dict.fromkeys(s for _, _, s in cells))
+    out["protocols"] = sorted({p for p, _, _ in cells})
+    out["pairs"], out["tcp_pairs"] = h3 or tcp, tcp
+    out["repeats"], out["capture"] = 1, list(WHY_CAPTURE)
+    return out

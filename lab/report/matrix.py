@@ -8,6 +8,7 @@ lab/report/heatmap.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -20,7 +21,9 @@ from pydantic import ValidationError
 from lab.explain.model import EXPLAIN_JSON, Explanation
 from lab.quantiles import median
 from lab.report.summary import md_table
+from lab.results.folder import RUNS
 from lab.results.schema import RunRecord
+from lab.results.store import load_runs
 from lab.stats.fmt import EN, NA, fmt_ci, fmt_est, fmt_level, sig3
 from lab.stats.stats import CI, Est, exclusion_reason, is_censored, median_ci, method_label, quantile
 from lab.stats.verdict import Margins, group_samples, judge_metric
@@ -172,7 +175,24 @@ def _failure(rs: Sequence[RunRecord]) -> str:
     return f"{text}" + (f" ({count} of {total} failed runs)" if total > 1 else "")
 
 
-def make_cell(server: str, client: str, protocol: str, rs: Sequence[RunRecord], folder: Path | None = None) -> Cell:
+#: Where `quiclab matrix --why FOLDER` puts its sweeps: one captured run of each cell that needs a why, explained.
+WHYS_DIR = "whys"
+
+
+def why_sweeps(folder: Path | None) -> list[tuple[Path, list[RunRecord]]]:
+    """The matrix folder's why sweeps (FOLDER/whys/*, oldest first), each with its runs."""
+    root = None if folder is None else folder / WHYS_DIR
+    if root is None or not root.is_dir():
+        return []
+    out = []
+    for sub in sorted(p for p in root.iterdir() if p.is_dir() and (p / RUNS).is_file()):
+        with contextlib.suppress(OSError, ValueError):
+            out.append((sub, load_runs(sub)))
+    return out
+
+
+def make_cell(server: str, client: str, protocol: str, rs: Sequence[RunRecord], folder: Path | None = None,
+              whys: Sequence[tuple[Path, list[RunRecord]]] = ()) -> Cell:
     if not rs:
         return Cell(server, client, protocol, "not run", 0, 0, 0, None, None, None,
                     "no run of this pair is recorded (the sweep did not get to it)", ())
@@ -195,6 +215,11 @@ def make_cell(server: str, client: str, protocol: str, rs: Sequence[RunRecord], 
     theirs = [b for _, b in shares if b is not None]
     captured = next((r.run_key for r in rs if any(_pcap_here(p, folder) for p in r.evidence.split())), "")
     why, why_run = _explained(folder, rs) if folder is not None else ("", "")
+    for sub, runs in reversed(whys) if not why else ():  # the newest why sweep that explained a run of this cell
+        its = [r for r in runs if (r.protocol, r.client, r.server) == (protocol, client, server)]
+        if its and (found := _explained(sub, its))[0]:
+            why, why_run = found[0], f"{WHYS_DIR}/{sub.name} {found[1]}"
+            break
     return Cell(server, client, protocol, status, n, s.n_censored, s.n_excluded, rate, quantile(obs, 0.5),
                 median_ci(obs), _failure(rs), keys, share=median(mine) if mine else None,
                 other_share=median(theirs) if theirs else None, why=why, why_run=why_run, captured=captured,
@@ -245,14 +270,15 @@ def build(records: Sequence[RunRecord], manifest: Mapping[str, Any], folder: Pat
     by: dict[tuple[str, str, str], list[RunRecord]] = {}
     for r in records:
         by.setdefault((r.protocol, r.client, r.server), []).append(r)
-    baselines = [make_cell(s, c, p, by.get((p, c, s), []), folder) for c, s in tcp for p in ("h1", "h2")]
+    whys = why_sweeps(folder)
+    baselines = [make_cell(s, c, p, by.get((p, c, s), []), folder, whys) for c, s in tcp for p in ("h1", "h2")]
     base_of = {b.server: b for b in baselines if b.protocol == BASELINE_PROTOCOL}
     first = next(iter(base_of.values()), None)
     cells: dict[tuple[str, str], Cell] = {}
     for s in servers:
         for c in clients:
             rs = by.get(("h3", c, s), [])
-            cell = make_cell(s, c, "h3", rs, folder)
+            cell = make_cell(s, c, "h3", rs, folder, whys)
             base = base_of.get(s, first)
             if base is not None:
                 v = judge(cell, rs, base, by.get((base.protocol, base.client, base.server), []), margins)
@@ -351,11 +377,13 @@ def why_lines(m: Matrix, folder: str) -> list[str]:
     for c in m.needs_why():
         what = status_text(c) if c.status != "ok" else f"efficiency {eff_text(c)} < {WHY_EFFICIENCY}"
         known = f"; why ({c.why_run}): {c.why}" if c.why else ""
-        if c.captured:
+        if c.why_run.startswith(f"{WHYS_DIR}/"):
+            sub, key = c.why_run.split(" ", 1)
+            cmd = f"quiclab explain {folder}/{sub} --run {key}"
+        elif c.captured:
             cmd = f"quiclab explain {folder} --run {c.captured}"
         else:
-            cmd = (f"quiclab matrix --link {m.link} --servers {c.server} --clients {c.client} --repeats 1 "
-                   "--capture pcap,keylog,qlog (then quiclab explain <its folder>)")
+            cmd = f"quiclab matrix --why {folder}"
         failure = f" ({c.failure})" if c.failure else ""
         out.append(f"{c.method}: {what}{failure}{known}; explain: `{cmd}`")
     return out

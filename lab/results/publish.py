@@ -71,6 +71,11 @@ def problems(manifest: dict[str, Any], *, is_ancestor: Any = _is_ancestor) -> li
     return out
 
 
+def nested(folder: Path) -> list[Path]:
+    """The sweeps inside a sweep folder that publish with it (a matrix's why sweeps: whys/<sweep>/)."""
+    return sorted(p.parent for p in folder.glob(f"*/*/{MANIFEST}"))
+
+
 def publish(folder: Path, dest: Path) -> list[Path]:
     """Copy a sweep folder's publishable files to `dest` (replaced whole); returns the files written."""
     if dest.exists():
@@ -78,9 +83,9 @@ def publish(folder: Path, dest: Path) -> list[Path]:
     written = []
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder)
-        if not path.is_file() or rel.parts[0] in LEFT_OUT:
+        if not path.is_file() or any(p in LEFT_OUT for p in rel.parts):
             continue
-        if rel.parts[0] == "evidence":
+        if "evidence" in rel.parts:  # the sweep's own, or a nested sweep's (a matrix's whys/<sweep>/evidence)
             keep = path.name in KEPT_EVIDENCE
         else:
             keep = path.name == MANIFEST or path.suffix in KEPT_SUFFIXES or rel.parts[0] == "plots"

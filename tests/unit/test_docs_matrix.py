@@ -78,8 +78,8 @@ def test_the_section_is_the_folders_own_table_heatmap_and_needs_a_why(root: Path
     why = text.split("Needs a why.", 1)[1]
     items = [ln for ln in why.splitlines() if ln.startswith("- ")]
     assert len(items) == 3
-    assert any("HTTP/3 curl\u2192ngtcp2" in w and FAILURE in w and "--link goodput --servers ngtcp2 --clients curl"
-               in w for w in items)
+    assert any("HTTP/3 curl\u2192ngtcp2" in w and FAILURE in w and "quiclab matrix --why "
+               "results/reference/matrix-goodput" in w for w in items)
     # from the README (the clone's root) the heatmap is reached without ../
     assert "(results/reference/matrix-goodput/plots/matrix.svg)" in render(root, "matrix-goodput", "README.md")
 
@@ -183,7 +183,7 @@ def test_a_published_folder_without_its_captures_gives_the_run_to_make_not_an_ex
         why = render(root, "matrix-goodput").split("Needs a why.", 1)[1]
         return next(ln for ln in why.splitlines() if ln.startswith("- HTTP/3 curl\u2192ngtcp2"))
 
-    assert "`quiclab matrix --link goodput --servers ngtcp2 --clients curl --repeats 1 --capture" in line()
+    assert "`quiclab matrix --why results/reference/matrix-goodput`" in line()
     (folder / pcap).parent.mkdir(parents=True)
     (folder / pcap).write_bytes(b"")
     assert f"`quiclab explain results/reference/matrix-goodput --run {failed.run_key}`" in line()

@@ -144,3 +144,37 @@ def test_links_and_names_are_checked_against_the_registry():
         matrix.parse_names("nginx,lsquic", "server", reg)
     with pytest.raises(UsageError, match="unknown client 'nginx'"):
         matrix.parse_names("nginx", "client", reg)
+
+
+def test_a_why_plan_is_one_captured_run_of_each_cell_that_needs_one():
+    """quiclab matrix --why: the finished matrix's own link, seed and object, only the cells that need a why (and
+    their protocols), 1 repeat, every kind of evidence."""
+    reg = registry_with()
+    done = checks.validate(goodput(seed=7), "preset matrix-goodput")
+    full = matrix.complete(goodput(seed=7), reg)
+    why = checks.validate(matrix.why_scenario(full, [("h3", "quinn-client", "nginx"), ("h3", "curl", "kwik")]),
+                          "why")
+    assert methods(why) == {"h3/quinn-client/nginx", "h3/curl/kwik"}
+    assert why.repeats == 1 and why.capture == ["pcap", "keylog", "qlog"] and why.seed == 7
+    assert why.link == done.link and why.sizes == done.sizes
+
+
+def test_the_why_option_takes_nothing_else_and_only_a_finished_matrix(tmp_path, capsys):
+    """Bad input exits 2 with one line: another option beside --why, a folder that is no sweep, a sweep that is no
+    matrix, a matrix that is not complete."""
+    import json
+
+    from tests.unit.test_shard import in_process
+
+    def run(*argv: str) -> str:
+        code, _, err = in_process(capsys, "matrix", *argv)
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        return err
+
+    assert "--seed cannot be given with --why" in run("--why", str(tmp_path), "--seed", "3")
+    assert "is not a sweep folder" in run("--why", str(tmp_path / "none"))
+    (tmp_path / "manifest.json").write_text(json.dumps({"scenario": {"name": "loss"}, "status": "complete"}))
+    assert "not a matrix sweep" in run("--why", str(tmp_path))
+    (tmp_path / "manifest.json").write_text(json.dumps({"scenario": {"name": "m", "matrix": "goodput"},
+                                                       "status": "interrupted"}))
+    assert "the matrix is interrupted" in run("--why", str(tmp_path))

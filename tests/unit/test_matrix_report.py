@@ -14,6 +14,7 @@ import pytest
 from lab.explain.model import EXPLAIN_JSON, Explanation, Reason
 from lab.report import matrix
 from lab.report.heatmap import FAILED_FILL, UNSUPPORTED_FILL, colour, heatmap_svg
+from lab.results import store
 from tests.unit.test_stats import SIZE, make_record
 
 RATE = 10e6  # make_record's link rate
@@ -120,8 +121,7 @@ def test_needs_a_why_lists_failures_and_low_efficiency_on_the_goodput_link_only(
             for r in records()]
     assert {c.method for c in matrix.build(fast, scenario()).needs_why()} == {"HTTP/3 curl\u2192ngtcp2"}
     lines = matrix.why_lines(m, "results/x")
-    assert any("quiclab matrix --link goodput --servers ngtcp2 --clients curl --repeats 1 --capture" in w
-               for w in lines)
+    assert all(w.endswith("explain: `quiclab matrix --why results/x`") for w in lines)
 
 
 def test_an_explained_run_puts_its_reason_beside_the_cell(tmp_path: Path):
@@ -141,6 +141,28 @@ def test_an_explained_run_puts_its_reason_beside_the_cell(tmp_path: Path):
     line = next(w for w in matrix.why_lines(m, "results/x") if "curl\u2192ngtcp2" in w)
     assert "the server never answered" in line and f"quiclab explain results/x --run {failed.run_key}" in line
     assert "the server never answered" in matrix.markdown(m, "results/x")
+
+
+def test_a_why_sweeps_explained_run_puts_its_reason_beside_the_cell(tmp_path: Path):
+    """`quiclab matrix --why FOLDER` runs each such cell once, captured, in FOLDER/whys/<sweep>/: the newest why
+    sweep's explanation of a run of the same pair and protocol stands beside the cell, with its explain command."""
+    failed = next(r for r in records() if r.client == "curl" and r.server == "ngtcp2")
+    for i, text in enumerate(["an older reason", "the server closed with H3_FRAME_UNEXPECTED"]):
+        sub = tmp_path / matrix.WHYS_DIR / f"2026112{i}-matrix-goodput"
+        sub.mkdir(parents=True)
+        store.rewrite_runs(sub, [replace(failed, run_key="1/h3/curl/ngtcp2/1", repeat=1)])
+        where = sub / "evidence" / "1_h3_curl_ngtcp2_1"
+        where.mkdir(parents=True)
+        e = Explanation(run_key="1/h3/curl/ngtcp2/1", protocol="h3", transport="quic", status="explained",
+                        reasons=[Reason(text=text)])
+        (where / EXPLAIN_JSON).write_text(e.model_dump_json())
+    m = matrix.build(records(), scenario(), tmp_path)
+    c = m.cell("ngtcp2", "curl")
+    assert c.why == "the server closed with H3_FRAME_UNEXPECTED"
+    assert c.why_run == "whys/20261121-matrix-goodput 1/h3/curl/ngtcp2/1"
+    line = next(w for w in matrix.why_lines(m, "results/x") if "curl\u2192ngtcp2" in w)
+    assert "quiclab explain results/x/whys/20261121-matrix-goodput --run 1/h3/curl/ngtcp2/1" in line
+    assert m.cell("nginx", "curl").why == ""  # another pair's explanation is not this one's
 
 
 def test_the_table_has_every_cell_and_baseline_and_cross_traffic_shares():

@@ -121,6 +121,21 @@ def test_publish_copies_results_and_explanations_not_captures(tmp_path: Path) ->
                    "runs.csv", "source.diff", "summary.md"]
 
 
+def test_a_matrixs_why_sweeps_publish_with_it_under_the_same_rule(tmp_path: Path) -> None:
+    """whys/<sweep>/ (quiclab matrix --why) keeps its results and explanations, not its captures nor labs' logs."""
+    src = tmp_path / "matrix"
+    for rel in ("runs.csv", "manifest.json", "whys/w1/runs.csv", "whys/w1/manifest.json", "whys/w1/summary.md",
+                "whys/w1/evidence/r1/client-side.pcap", "whys/w1/evidence/r1/keys.log",
+                "whys/w1/evidence/r1/client-x.sqlog", "whys/w1/evidence/r1/explain.json", "whys/w1/labs/1.log"):
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text("x")
+    publish.publish(src, tmp_path / "ref")
+    got = sorted(str(p.relative_to(tmp_path / "ref")) for p in (tmp_path / "ref").rglob("*") if p.is_file())
+    assert got == ["manifest.json", "runs.csv", "whys/w1/evidence/r1/explain.json", "whys/w1/manifest.json",
+                   "whys/w1/runs.csv", "whys/w1/summary.md"]
+    assert publish.nested(src) == [src / "whys" / "w1"]
+
+
 def test_the_provenance_block_says_what_each_folder_was_made_from(tmp_path: Path) -> None:
     import json
 
