@@ -77,7 +77,8 @@ def _whys(folder: Path) -> None:
     s = checks.validate(data, f"the why runs of {folder}")
     config.check_all()
     terminal.info(f"{len(cells)} cell(s) need a why: one captured run each into {folder / report_matrix.WHYS_DIR}/")
-    sub, complete = lifecycle.start(s, f"{folder.name}-why", folder / report_matrix.WHYS_DIR, labs=1,
+    name = f"{manifest.scenario.get('name') or 'matrix'}-why"
+    sub, complete = lifecycle.start(s, name, folder / report_matrix.WHYS_DIR, labs=1,
                                     host_guard="flag")
     if not complete:
         raise lifecycle.SweepInterrupted(sub)
