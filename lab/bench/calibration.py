@@ -28,6 +28,7 @@ place only when complete; calibrate.json and calibrate.md are rewritten from the
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
 import signal
@@ -96,14 +97,16 @@ UPLOAD = "upload.json"
 MEASURED_RUNS = 3
 
 
-#: The user captures one download on the client, headers only (CAPTURE: `tcpdump -s 96 -w bbr.pcap tcp port
-#: 5399` beside the first BBR run): its packets' arrivals are the link's delivery at the millisecond, which the rate
-#: trace of a varying link is made from (lab/calibrate/estimate.py; iperf3's intervals are 0.1 s at the finest, and
-#: a trace of 0.1 s averages gave BBR on the TMobile recording 700 retransmissions for its 1900). BBR's, because it
-#: keeps the bottleneck's queue from emptying on a varying link (13.9 % retransmissions on TMobile): its arrivals
-#: are the link's opportunities where a loss-based sender's would show its own backing off.
+#: The user captures one download on the client, headers only (CAPTURE: `tcpdump -s 96 -w - tcp port 5399 | gzip
+#: > bbr.pcap.gz` beside the first BBR run; the first run of 2026-11-27 kept it as bbr.pcap): its packets' arrivals
+#: are the link's delivery at the millisecond, which the rate trace of a varying link is made from
+#: (lab/calibrate/estimate.py; iperf3's intervals are 0.1 s at the finest, and a trace of 0.1 s averages gave BBR on
+#: the TMobile recording 700 retransmissions for its 1900). BBR's, because it keeps the bottleneck's queue from
+#: emptying on a varying link (13.9 % retransmissions on TMobile): its arrivals are the link's opportunities where a
+#: loss-based sender's would show its own backing off.
 CAPTURED = "bbr"
-CAPTURE = "bbr.pcap"
+CAPTURE = "bbr.pcap.gz"
+CAPTURE_RAW = "bbr.pcap"
 
 
 def _run_file(cc: str, k: int) -> str:
@@ -115,7 +118,7 @@ def hidden_files(folder: Path) -> list[Path]:
     there (links measured before had one run each, no upload and no capture)."""
     runs = [folder / _run_file(cc, k) for cc in MEASURED for k in range(1, MEASURED_RUNS + 1)
             if k == 1 or (folder / _run_file(cc, k)).is_file()]
-    extra = [folder / f for f in (UPLOAD, CAPTURE) if (folder / f).is_file()]
+    extra = [folder / f for f in (UPLOAD, CAPTURE, CAPTURE_RAW) if (folder / f).is_file()]
     return [folder / PING, *runs, *extra]
 
 
@@ -152,9 +155,12 @@ def _hidden_side(spec: dict[str, Any]) -> None:
             for k in range(1, MEASURED_RUNS + 1):
                 for cc in MEASURED:
                     _say(f"iperf3 {cc} download {k}/{MEASURED_RUNS}")
-                    pcap = tmp / CAPTURE if (k, cc) == (1, CAPTURED) else None
+                    pcap = tmp / CAPTURE_RAW if (k, cc) == (1, CAPTURED) else None
                     (tmp / _run_file(cc, k)).write_text(
                         calibration.user_download(Sender(cc, "down", SECONDS), restart, pcap))
+                    if pcap is not None:
+                        (tmp / CAPTURE).write_bytes(gzip.compress(pcap.read_bytes()))
+                        pcap.unlink()
             _say(f"iperf3 {UPLOAD_CC} upload")
             (tmp / UPLOAD).write_text(calibration.user_download(Sender(UPLOAD_CC, "up", SECONDS), restart))
             _say(f"held-out sender {HELD_OUT}, {HELD_RUNS} runs")

@@ -4,6 +4,8 @@ segment is kept (lab/calibrate/tcpflows.py groups them into connections). Errors
 
 from __future__ import annotations
 
+import gzip
+import io
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,12 +41,31 @@ def is_capture(head: bytes) -> bool:
     return head[:4] in PCAP_MAGICS or head[:4] == PCAPNG_MAGIC
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzipped_capture(raw: bytes) -> bool:
+    """A gzipped pcap or pcapng (`tcpdump -w - | gzip`): what a capture is kept as (a tenth of the size)."""
+    if raw[:2] != GZIP_MAGIC:
+        return False
+    try:
+        return is_capture(gzip.GzipFile(fileobj=io.BytesIO(raw)).read(4))
+    except (OSError, EOFError):
+        return False
+
+
+def _opened(path: Path) -> Any:
+    with path.open("rb") as f:
+        gzipped = f.read(2) == GZIP_MAGIC
+    return gzip.open(path, "rb") if gzipped else path.open("rb")
+
+
 def read_segments(path: Path) -> tuple[int, list[Segment]]:
     """(packets in the file, its TCP segments). A file that is not a capture, or that dpkt cannot read, is a
     UsageError naming it."""
     name = str(path)
     try:
-        with path.open("rb") as f:
+        with _opened(path) as f:
             head = f.read(4)
             if not head:
                 raise UsageError(f"{name}: empty file: no capture in it (expected a pcap or pcapng of a download)")
@@ -63,6 +84,8 @@ def read_segments(path: Path) -> tuple[int, list[Segment]]:
                 seg = _segment(float(ts), buf, linktype)
                 if seg is not None:
                     out.append(seg)
+    except (EOFError, gzip.BadGzipFile) as e:
+        raise UsageError(f"{name}: a gzipped capture cut short or damaged ({e})") from None
     except OSError as e:
         raise UsageError(f"cannot read {name!r}: {e.strerror}") from None
     except (ValueError, struct.error, dpkt.UnpackError) as e:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lab.calibrate import flent, tools
 from lab.calibrate.measurements import Flow, IdleKind, IdleRtt, Input, Measurements, TraceInput
-from lab.calibrate.pcapfile import is_capture, read_segments
+from lab.calibrate.pcapfile import is_capture, is_gzipped_capture, read_segments
 from lab.calibrate.tcpflows import MIN_BULK_BYTES, bulk_flows
 from lab.errors import UsageError
 from lab.link.spec import read_trace
@@ -60,7 +60,7 @@ def _read_one(path: Path, m: Measurements) -> None:
     if not raw.strip():
         raise UsageError(f"{name}: empty file: nothing measured in it (expected a pcap, ping or irtt output, "
                          "iperf3 --json, a .flent.gz or a mahimahi trace)")
-    if is_capture(raw):
+    if is_capture(raw) or is_gzipped_capture(raw):
         _pcap(path, m)
     elif raw[:2] == b"\x1f\x8b" or name.endswith((".flent", ".flent.gz")):
         run = flent.read(path)

@@ -189,3 +189,15 @@ def test_the_stretches_a_capture_cannot_see_the_link_in_are_told_by_the_timestam
     assert plain.unseen == []
     no_ts = [replace(s, tsval=None) for s in _segments({100: (0.3, 0.0)})]
     assert bulk_flows(no_ts, "x.pcap").flows[0].unseen is None
+
+
+def test_a_gzipped_capture_reads_as_the_capture(tmp_path, download):
+    """`tcpdump -w - | gzip`: the same flows; cut short, one line naming the file."""
+    import gzip
+
+    raw = pathsim.capture(download)
+    plain = probe([_file(tmp_path, "d.pcap", raw)])
+    packed = probe([_file(tmp_path, "d.pcap.gz", gzip.compress(raw))])
+    assert packed.flows[0].arrivals == plain.flows[0].arrivals and packed.inputs[0].kind == "pcap"
+    with pytest.raises(UsageError, match=r"^.*cut\.pcap\.gz: a gzipped capture cut short or damaged"):
+        probe([_file(tmp_path, "cut.pcap.gz", gzip.compress(raw)[:2000])])
