@@ -77,8 +77,7 @@ def _whys(folder: Path) -> None:
     s = checks.validate(data, f"the why runs of {folder}")
     config.check_all()
     terminal.info(f"{len(cells)} cell(s) need a why: one captured run each into {folder / report_matrix.WHYS_DIR}/")
-    name = f"{manifest.scenario.get('name') or 'matrix'}-why"
-    sub, complete = lifecycle.start(s, name, folder / report_matrix.WHYS_DIR, labs=1,
+    sub, complete = lifecycle.start(s, None, folder / report_matrix.WHYS_DIR, labs=1,  # not a preset's plan
                                     host_guard="flag")
     if not complete:
         raise lifecycle.SweepInterrupted(sub)
