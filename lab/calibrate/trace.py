@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lab.errors import UsageError
+from lab.quantiles import median
 
 OPPORTUNITY_BITS = 1500 * 8
 
@@ -65,7 +66,7 @@ def from_capture(arrivals: Sequence[tuple[float, int]], unseen: Sequence[tuple[f
             if not any(a < (i + 1) * SEEN_BIN_S and b > i * SEEN_BIN_S for a, b in unseen)]
     if not seen:
         return out
-    fill = sorted(seen)[len(seen) // 2]
+    fill = median(seen)
     if fill * sum(b - a for a, b in unseen) < OPPORTUNITY_BITS:
         return out
     added = from_rates([(0.0, unseen[0][0], 0.0), *((a, b, fill) for a, b in unseen)])  # times from the flow's start
