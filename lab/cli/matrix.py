@@ -57,6 +57,13 @@ def _print_matrix(folder: Path) -> None:
     terminal.line(f"results: {folder}/ (matrix.md, plots/matrix.svg, report.html)")
 
 
+def _alone(option: str, given: dict[str, object], why: str) -> None:
+    """`option` takes no other option: the first one given beside it is a UsageError naming both."""
+    for flag, value in given.items():
+        if flag != option and value is not None:
+            raise UsageError(f"{flag} cannot be given with {option} ({why})")
+
+
 def _whys(folder: Path) -> None:
     """`--why FOLDER`: one captured run of each cell of a complete matrix folder that needs a why, in a sweep of
     its own under FOLDER/whys/ (the sweep explains its captured runs when complete), then FOLDER's report rebuilt
@@ -123,24 +130,15 @@ def register(app: typer.Typer) -> None:
             if value is not None and not low <= value <= top:
                 raise UsageError(f"invalid --{flag.lstrip('-')} {value}: allowed is {low}..{top}")
         labs = parallel_labs.parse(parallel) if parallel is not None else 1
+        given = {"--servers": servers, "--clients": clients, "--repeats": repeats, "--seed": seed, "--size": size,
+                 "--parallel": parallel, "--capture": capture, "--out": out, "--resume": resume,
+                 "--dry-run": dry_run or None, "--link": None if link == "goodput" else link}
         if why is not None:
-            given = {"--servers": servers, "--clients": clients, "--repeats": repeats, "--seed": seed, "--size": size,
-                     "--parallel": parallel, "--capture": capture, "--out": out, "--resume": resume,
-                     "--dry-run": dry_run or None, "--link": None if link == "goodput" else link}
-            for flag, value in given.items():
-                if value is not None:
-                    raise UsageError(f"{flag} cannot be given with --why (the why runs take the matrix folder's own "
-                                     "link, pairs and seed)")
+            _alone("--why", given, "the why runs take the matrix folder's own link, pairs and seed")
             _whys(why)
             return
         if resume is not None:
-            given = {"--servers": servers, "--clients": clients, "--repeats": repeats, "--seed": seed, "--size": size,
-                     "--parallel": parallel, "--capture": capture, "--out": out, "--dry-run": dry_run or None,
-                     "--link": None if link == "goodput" else link}
-            for flag, value in given.items():
-                if value is not None:
-                    raise UsageError(f"{flag} cannot be given with --resume (the matrix continues with the scenario "
-                                     "and folder it was started with)")
+            _alone("--resume", given, "the matrix continues with the scenario and folder it was started with")
             manifest = store.read_manifest(resume)
             if not isinstance(manifest.scenario, dict) or not manifest.scenario.get("matrix"):
                 raise UsageError(f"invalid --resume {str(resume)!r}: not a matrix sweep (its scenario has no "
