@@ -45,7 +45,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def is_gzipped_capture(raw: bytes) -> bool:
-    """A gzipped pcap or pcapng (`tcpdump -w - | gzip`): what a capture is kept as (a tenth of the size)."""
+    """A gzipped pcap or pcapng (`tcpdump -w - | gzip`): a capture kept smaller (a headers-only
+    capture of a 24 Mbit/s download: 2.4 times)."""
     if raw[:2] != GZIP_MAGIC:
         return False
     try:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lab.calibrate import flent, tools
 from lab.calibrate.measurements import Flow, IdleKind, IdleRtt, Input, Measurements, TraceInput
-from lab.calibrate.pcapfile import is_capture, is_gzipped_capture, read_segments
+from lab.calibrate.pcapfile import GZIP_MAGIC, is_capture, is_gzipped_capture, read_segments
 from lab.calibrate.tcpflows import MIN_BULK_BYTES, bulk_flows
 from lab.errors import UsageError
 from lab.link.spec import read_trace
@@ -62,7 +62,7 @@ def _read_one(path: Path, m: Measurements) -> None:
                          "iperf3 --json, a .flent.gz or a mahimahi trace)")
     if is_capture(raw) or is_gzipped_capture(raw):
         _pcap(path, m)
-    elif raw[:2] == b"\x1f\x8b" or name.endswith((".flent", ".flent.gz")):
+    elif raw[:2] == GZIP_MAGIC or name.endswith((".flent", ".flent.gz")):
         run = flent.read(path)
         m.inputs.append(Input(file=name, kind="flent", note=f"flent {run.test}"))
         m.flows.append(run.flow)

@@ -186,8 +186,6 @@ def client_side_tcp(dest: Path, port: int) -> Iterator[None]:
     router.run("mkdir", "-p", _ROUTER_DIR)
     dump = _Tcpdump(router.interfaces().client_side, f"{_ROUTER_DIR}/{tag}-user.pcap", HEADERS_SNAP,
                     ("tcp", "port", str(port)))
-    problems: list[str] = []
-    copied = False
     try:
         dump.wait_listening(time.monotonic() + config.deadline(_START_TIMEOUT_S))
         yield
