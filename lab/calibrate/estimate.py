@@ -87,6 +87,8 @@ class Estimate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     base_rtt_s: float
+    #: the base is the lowest RTT without load (a packet that met an empty queue), not one under load
+    base_idle: bool = False
     rtt_s: float                         # the link's rtt setting (base + 2 x jitter)
     jitter_s: float = 0.0
     down_rate_bps: float | None = None   # mean rate of the trace when there is one
@@ -266,7 +268,7 @@ def _segments(f: Flow) -> int:
 def estimate(m: Measurements, where: str, mode: RateMode = "auto") -> Estimate:
     base, base_from = base_rtt(m, where)
     j = jitter(m.idle_rtts(series_only=True))
-    e = Estimate(base_rtt_s=base, rtt_s=base, notes=[f"base RTT: {base_from}"])
+    e = Estimate(base_rtt_s=base, base_idle=bool(m.idle_rtts()), rtt_s=base, notes=[f"base RTT: {base_from}"])
     down = [f for f in m.flows if f.direction == "down" and f.rate]
     _down_rate(m, down, e, mode, where)
     if j and (e.down_trace_ms or (e.down_rate_cv or 0.0) >= TRACE_CV):

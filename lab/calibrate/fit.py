@@ -58,15 +58,23 @@ def shapes(e: Estimate, first: Candidate) -> list[Candidate]:
     return [replace(first, rate_bps=trace.mean_rate(e.down_delivery_ms), trace=True, loss=0.0)]
 
 
+#: How far below the lowest RTT without load a link's RTT setting may be: that sample met an empty queue, so it
+#: waited beyond its base only for the link's next delivery (the lab's, and a rate trace's, 1 ms steps) each way.
+RTT_SLACK_S = 0.002
+
+
 def search_range(e: Estimate) -> tuple[list[float] | None, Limits]:
     """The search's first losses and its limits. Losses: from the retransmissions' bounds (estimate.loss_bounds)
     when the input times them (search.loss_ladder; at most the upper bound), else the search's own grid and the
     lab's limit. RTT: at most the estimate's setting, which the lowest RTT in the user's files gave (with jitter,
-    base + 2 x jitter: the lab's jitter reaches down to that base)."""
+    base + 2 x jitter: the lab's jitter reaches down to that base), and when that was a sample without load at
+    least the setting less RTT_SLACK_S (a base from samples under load may hold a queue: no lower bound)."""
     max_rtt = min(MAX_RTT_S, max(MIN_RTT_S, e.rtt_s))  # within the lab's own limits (a loopback path's is below)
+    min_rtt = max(MIN_RTT_S, max_rtt - RTT_SLACK_S) if e.base_idle else MIN_RTT_S
+    rtt = Limits(max_rtt_s=max_rtt, min_rtt_s=min_rtt)
     if e.down_loss_max is None or e.down_loss_steady is None:
-        return None, Limits(max_rtt_s=max_rtt)
-    return loss_ladder(e.down_loss_steady, e.down_loss_max), Limits(max_loss=e.down_loss_max, max_rtt_s=max_rtt)
+        return None, rtt
+    return loss_ladder(e.down_loss_steady, e.down_loss_max), replace(rtt, max_loss=e.down_loss_max)
 
 
 def _down_base(e: Estimate, c: Candidate) -> list[int] | None:

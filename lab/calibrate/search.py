@@ -26,7 +26,8 @@ measured (kept among the tried ones with an infinite error, never chosen: a fail
   the downlink's other shape (`shapes`: a rate
   trace for a constant rate, or the reverse; the search goes on in the shape of the best), every candidate within
   the evidence's `Limits`: random loss at most the retransmissions' upper bound, the RTT at most the lowest RTT in
-  the user's files. Each round
+  the user's files and, when that one was measured without load, at least it less fit.RTT_SLACK_S (search_range).
+  Each round
   measures one batch of 4 neighbours (each parameter x e^step, / e^step at its upper limit: the Jacobian by finite
   differences), then one batch
   of 3 steps with 3 dampings (parallel labs measure a batch together), and moves to the best step if it lowers the
@@ -80,16 +81,23 @@ class Limits:
     `max_rtt_s` (every packet of the path waited at least its base RTT, so no base above the lowest RTT in the
     user's files, and the lab's link never delivers below its setting). Unbounded, the search traded one against
     the other: on a 0.136 % loss link at 93.8 ms it raised the RTT to 114.9 ms and lowered the loss to 0.060 %, a
-    pair Reno's throughput follows as well (results/reference/calibrate-20261126-2, link 2: Reno 104 % off)."""
+    pair Reno's throughput follows as well (results/reference/calibrate-20261126-2, link 2: Reno 104 % off). Nor
+    an RTT setting below `min_rtt_s`: the lowest RTT without load is a packet that met an empty queue, so it waited
+    little beyond its base (fit.search_range). Unbounded below, the search traded the RTT against random loss and a
+    rate trace's shape: the ATT recording (51.7 ms, no random loss) was fitted at 38.8 ms with 0.27 % loss, and Reno
+    got 2.59 Mbit/s for 1.57 (one link of `quiclab bench calibrate --links 1`, 05e3465, not committed)."""
 
     max_loss: float = MAX_LOSS
     max_rtt_s: float = MAX_RTT_S
+    min_rtt_s: float = MIN_RTT_S
 
     def __post_init__(self) -> None:
         if not 0 <= self.max_loss <= MAX_LOSS:
             raise ValueError(f"max_loss must be within 0..{MAX_LOSS}")
         if not MIN_RTT_S <= self.max_rtt_s <= MAX_RTT_S:
             raise ValueError(f"max_rtt_s must be within {MIN_RTT_S}..{MAX_RTT_S}")
+        if not MIN_RTT_S <= self.min_rtt_s <= self.max_rtt_s:
+            raise ValueError(f"min_rtt_s must be within {MIN_RTT_S}..max_rtt_s ({self.max_rtt_s})")
 
 
 NO_LIMITS = Limits()
@@ -192,7 +200,7 @@ def _candidate(x: Sequence[float], limits: Limits = NO_LIMITS, trace: bool | Non
 def _within(c: Candidate, limits: Limits = NO_LIMITS) -> Candidate:
     """`c` with each parameter brought within the lab's limits and the evidence's (`limits`)."""
     return Candidate(rate_bps=min(MAX_RATE_BPS, max(MIN_RATE_BPS, c.rate_bps)),
-                     rtt_s=min(MAX_RTT_S, limits.max_rtt_s, max(MIN_RTT_S, c.rtt_s)),
+                     rtt_s=min(MAX_RTT_S, limits.max_rtt_s, max(MIN_RTT_S, limits.min_rtt_s, c.rtt_s)),
                      queue_bytes=min(MAX_QUEUE_BYTES, max(MIN_QUEUE_BYTES, c.queue_bytes)),
                      loss=min(MAX_LOSS, limits.max_loss, max(0.0, c.loss)), trace=c.trace)
 
@@ -365,8 +373,9 @@ def _jacobian(runner: _Runner, real: Result, x: np.ndarray, r0: np.ndarray, step
     """Forward differences, one candidate per parameter (one batch); backward for a parameter at its upper limit
     (e.g. the loss at or near `limits.max_loss`, the RTT at its bound: a forward step clipped to nothing holds it,
     to a sliver divides the runs' noise by that sliver); a parameter whose neighbour could not be measured is held
-    this round (its column 0). None when the budget ran out."""
-    probes = []
+    this round (its column 0), and so is one whose limits leave it less than half a step either way (the RTT
+    between its two bounds, fit.RTT_SLACK_S apart: no probe is measured for it). None when the budget ran out."""
+    probes: dict[int, Candidate] = {}
     for k in range(len(x)):
         unit = np.eye(len(x))[k]
         probe = _candidate(x + step * unit, limits, trace)
@@ -374,15 +383,16 @@ def _jacobian(runner: _Runner, real: Result, x: np.ndarray, r0: np.ndarray, step
             back = _candidate(x - step * unit, limits, trace)
             if abs(_vector(back)[k] - x[k]) > abs(_vector(probe)[k] - x[k]):
                 probe = back
-        probes.append(probe)
-    tried = runner.run(probes)
+        if abs(_vector(probe)[k] - x[k]) >= step / 2:
+            probes[k] = probe
+    tried = runner.run(list(probes.values()))
     if any(t is None for t in tried):
         return None
     jac = np.zeros((len(r0), len(x)))
-    for k, t in enumerate(tried):
+    for (k, probe), t in zip(probes.items(), tried, strict=True):
         r = residuals(real, t.result) if t is not None else None
-        actual = _vector(probes[k])[k] - x[k]  # (a parameter at a limit moves less, or not at all)
-        if r is not None and abs(actual) > 1e-9:
+        actual = _vector(probe)[k] - x[k]  # (a parameter at a limit moves less)
+        if r is not None:
             jac[:, k] = (r - r0) / actual
     return jac
 

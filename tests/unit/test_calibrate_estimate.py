@@ -102,7 +102,7 @@ def test_jitter_and_the_rtt_setting_from_idle_pings(tmp_path, overflow_only):
     m.idle += probe([tmp_path / "p.txt"]).idle
     e = estimate(m, "m")
     assert e.jitter_s == pytest.approx(0.002, rel=0.2)
-    assert e.base_rtt_s == pytest.approx(0.030, abs=0.0005)
+    assert e.base_rtt_s == pytest.approx(0.030, abs=0.0005) and e.base_idle
     assert e.rtt_s == pytest.approx(0.034, abs=0.001)  # the middle of the pings' range: the lab's jitter spans it
     out = tmp_path / "j.toml"
     scenario_file.write(out, e, "m")
@@ -268,12 +268,17 @@ def test_the_lab_search_starts_within_the_evidence() -> None:
     e = estimate(Measurements(inputs=[], flows=[cubic, bbr]), "m").model_copy(update={"down_loss": 0.00195})
     assert e.down_loss_max is not None and e.down_loss_steady is not None and e.down_loss_max < 0.00195
     assert fits.start(e, "m").loss == e.down_loss_max
+    assert not e.base_idle  # its base is from samples under load: no lower bound on the RTT
     assert fits.search_range(e) == (loss_ladder(e.down_loss_steady, e.down_loss_max),
                                    Limits(max_loss=e.down_loss_max, max_rtt_s=e.rtt_s))
     plain = e.model_copy(update={"down_loss_max": None, "down_loss_steady": None})
     assert fits.search_range(plain) == (None, Limits(MAX_LOSS, e.rtt_s)) and fits.start(plain, "m").loss == 0.00195
     # an RTT below the lab's smallest (a loopback path) bounds the search at the lab's limit, not with an error
     assert fits.search_range(plain.model_copy(update={"rtt_s": 0.00002}))[1].max_rtt_s == 0.0001
+    # a base without load (ping): the setting at most it and at least it less RTT_SLACK_S, within the lab's limits
+    idle = plain.model_copy(update={"base_idle": True})
+    assert fits.search_range(idle)[1] == Limits(MAX_LOSS, e.rtt_s, e.rtt_s - fits.RTT_SLACK_S)
+    assert fits.search_range(idle.model_copy(update={"rtt_s": 0.001}))[1].min_rtt_s == 0.0001
 
 
 def _flow(direction: str, mbits: list[float], cc: str = "cubic") -> Flow:

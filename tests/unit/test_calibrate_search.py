@@ -235,6 +235,27 @@ def test_no_candidate_has_an_rtt_above_the_lowest_the_user_saw():
         Limits(max_rtt_s=0.0)
 
 
+def test_no_candidate_has_an_rtt_below_the_lower_bound_and_a_narrow_window_holds_the_rtt():
+    """Limits.min_rtt_s (the lowest RTT without load less fit.RTT_SLACK_S) holds every candidate where the model's
+    best fit lies below it (here the path is 40 ms; the files allow 50-52 ms, as on the ATT recording, which was
+    fitted at 38.8 ms without the bound). The window is narrower than half a step (ln(52/50) < 0.05): the RTT is
+    held, and no RTT probe is measured (every Jacobian batch has 3 probes, not 4). Unbounded, the same search goes
+    below 45 ms."""
+    hidden = Candidate(rate_bps=12e6, rtt_s=0.04, queue_bytes=60_000, loss=0.002)
+    start = Candidate(rate_bps=10e6, rtt_s=0.052, queue_bytes=60_000, loss=0.002)
+    free = search(model(hidden), start, Lab(), budget=60)
+    assert free.best.candidate.rtt_s < 0.045
+    lab = Lab()
+    fit = search(model(hidden), start, lab, budget=60, limits=Limits(max_rtt_s=0.052, min_rtt_s=0.05))
+    assert all(0.05 <= t.candidate.rtt_s <= 0.052 for t in fit.tried)
+    assert {t.candidate.rtt_s for t in fit.tried} == {0.052}
+    assert 4 not in lab.batches[1:] and 3 in lab.batches[1:]
+    wide = search(model(hidden), start, Lab(), budget=60, limits=Limits(max_rtt_s=0.052, min_rtt_s=0.03))
+    assert wide.best.candidate.rtt_s < 0.045  # a window wide enough is searched
+    with pytest.raises(ValueError):
+        Limits(max_rtt_s=0.05, min_rtt_s=0.06)
+
+
 def test_the_other_shape_is_measured_first_and_the_search_goes_on_in_the_better_one():
     """A varying link whose 1 s rates looked constant (the TMobile recording): there cubic gets less than BBR
     without random loss (the queue overflows as the rate falls), which no constant candidate without random loss
