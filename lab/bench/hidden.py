@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from lab.quantiles import median
+from lab.stats.stats import Obs, median_ci
 
 RATE_BPS = (2e6, 50e6)
 RTT_S = (0.010, 0.200)
@@ -165,14 +166,68 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1000:.1f}"
 
 
-def markdown(scores: Sequence[Score], held_out: str) -> str:
+@dataclass(frozen=True)
+class RatioInterval:
+    """fitted / hidden of the held-out sender's median throughput, as an interval: each side's order-statistic
+    interval of its median (lab.stats.stats.median_ci, at the level it has at its n), the ratio's ends the far ends
+    (fitted's low over hidden's high, fitted's high over hidden's low). The two sides' runs are independent, so
+    both intervals hold at once with the product of their levels, and then so does this one: `level` is that
+    product, a lower bound of its coverage."""
+
+    lo: float
+    hi: float
+    level: float
+
+    def verdict(self, bound: float = WORST_BOUND) -> str:
+        """'within' (the whole interval inside +-bound), 'beyond' (wholly outside) or 'undetermined'."""
+        if 1 - bound <= self.lo and self.hi <= 1 + bound:
+            return "within"
+        if self.lo > 1 + bound or self.hi < 1 - bound:
+            return "beyond"
+        return "undetermined"
+
+
+#: A side's runs: each run's throughput (None: the run failed, censored below every measured one).
+Runs = Sequence[float | None]
+
+
+def ratio_interval(hidden: Runs, fitted: Runs) -> RatioInterval | None:
+    """The interval of fitted / hidden (RatioInterval); None when a side has fewer than 2 runs or an end of its
+    interval is a failed run's (its value unknown)."""
+    def ci(runs: Runs) -> tuple[float, float, float] | None:
+        c = median_ci([Obs(None, -1) if r is None else Obs(r) for r in runs])
+        if c is None or c.lo.value is None or c.hi.value is None or not (c.lo.exact and c.hi.exact):
+            return None
+        return c.lo.value, c.hi.value, c.level
+
+    h, f = ci(hidden), ci(fitted)
+    if h is None or f is None or h[0] <= 0:
+        return None
+    return RatioInterval(lo=f[0] / h[1], hi=f[1] / h[0], level=h[2] * f[2])
+
+
+def _signed(x: float) -> str:
+    return f"{x - 1:+.1%}" if abs(x - 1) < 0.095 else f"{x - 1:+.0%}"
+
+
+def markdown(scores: Sequence[Score], held_out: str, runs: dict[int, tuple[Runs, Runs]] | None = None) -> str:
     """Every hidden link with its true and fitted parameters and the held-out sender's figures on both, then the
-    summary against the acceptance bounds."""
-    lines = [f"| link | hidden (true) | fitted | {held_out} Mbit/s hidden / fitted | error | {held_out} p50 RTT ms "
-             "hidden / fitted | error | candidates |", "|---|---|---|---|---|---|---|---|"]
+    summary against the acceptance bounds. With each link's runs (`runs`: index -> (hidden, fitted) throughputs)
+    also the interval of fitted / hidden - 1 (RatioInterval) and how many links it places within the worst-link
+    bound, beyond it, or neither at that n."""
+    intervals = {i: ratio_interval(*r) for i, r in (runs or {}).items()}
+    shown = any(v is not None for v in intervals.values())
+    extra = (" fitted / hidden - 1 [interval] |", "---|") if shown else ("", "")
+    lines = [f"| link | hidden (true) | fitted | {held_out} Mbit/s hidden / fitted | error |{extra[0]} {held_out} p50 "
+             "RTT ms hidden / fitted | error | candidates |", f"|---|---|---|---|---|{extra[1]}---|---|---|"]
     for s in scores:
+        ri = intervals.get(s.link.index)
+        cell = ""
+        if shown:
+            point = "-" if math.isinf(s.tput_error) else f"{(s.fitted_tput_bps or 0) / (s.hidden_tput_bps or 1) - 1:+.1%}"
+            cell = f" {point} [{_signed(ri.lo)}, {_signed(ri.hi)}] |" if ri else f" {point} [-] |"
         lines.append(f"| {s.link.index} | {s.link.describe()} | {s.fitted or s.why or '-'} | "
-                     f"{_mbit(s.hidden_tput_bps)} / {_mbit(s.fitted_tput_bps)} | {_pct(s.tput_error)} | "
+                     f"{_mbit(s.hidden_tput_bps)} / {_mbit(s.fitted_tput_bps)} | {_pct(s.tput_error)} |{cell} "
                      f"{_ms(s.hidden_rtt_s)} / {_ms(s.fitted_rtt_s)} | {_pct(s.rtt_error)} | {s.candidates} |")
     m = summarize(scores)
     verdict = "passes" if m.passed else f"does not pass ({m.why})"
@@ -180,10 +235,21 @@ def markdown(scores: Sequence[Score], held_out: str) -> str:
                   f"{_pct(m.tput_worst)}; p50 RTT error median {_pct(m.rtt_median)}: {verdict} the acceptance "
                   f"bounds (median {MEDIAN_BOUND:.0%}, no link beyond {WORST_BOUND:.0%}; RTT median "
                   f"{MEDIAN_BOUND:.0%})."]
+    if shown:
+        got = [intervals.get(s.link.index) for s in scores]
+        levels = sorted({f"{ri.level:.1%}" for ri in got if ri is not None})
+        count = {v: sum(1 for ri in got if ri is not None and ri.verdict() == v)
+                 for v in ("within", "beyond", "undetermined")}
+        lines += ["", f"The interval of {held_out}'s fitted / hidden median throughput (each side's order-statistic "
+                      f"interval of its median, the ratio's far ends; level at least {' / '.join(levels)}) lies within "
+                      f"±{WORST_BOUND:.0%} on {count['within']} links, wholly beyond it on {count['beyond']}, and "
+                      f"spans the bound on {count['undetermined']}"
+                      + (f"; {n} without one" if (n := sum(1 for ri in got if ri is None)) else "")
+                      + ": those the runs do not place on either side of it."]
     return "\n".join(lines) + "\n"
 
 
-def markdown_doc(doc: dict[str, Any]) -> str:
+def markdown_doc(doc: dict[str, Any], runs: dict[int, tuple[Runs, Runs]] | None = None) -> str:
     """docs/benchmarks.md's block from a committed calibrate.json: how it was run, the table and the summary, and
     the links not scored (a benchmark published before it finished says so)."""
     scores = from_doc(doc)
@@ -199,5 +265,5 @@ def markdown_doc(doc: dict[str, Any]) -> str:
               if isinstance(git := doc.get("git"), dict) else "") + ".")
     left = doc.get("not_done") or []
     missing = f"\n\nNot scored (not finished): links {', '.join(map(str, left))}.\n" if left else ""
-    body = markdown(scores, str(doc.get("held_out", "?"))) if scores else "No link scored.\n"
+    body = markdown(scores, str(doc.get("held_out", "?")), runs) if scores else "No link scored.\n"
     return f"{how}\n\n{body}" + missing

@@ -47,8 +47,9 @@ def _benchmark(src: str, root: Path) -> str:
         return overhead.markdown(*overhead.load(path))
     if path.name == "calibrate.json":
         from lab.bench import hidden
+        from lab.bench.calibration import held_runs
 
-        return hidden.markdown_doc(json.loads(path.read_text(encoding="utf-8")))
+        return hidden.markdown_doc(json.loads(path.read_text(encoding="utf-8")), held_runs(path.parent))
     if path.name.startswith("overhead-") and (path / "overhead-10kB.json").is_file():  # the README's sentence
         small, large = (overhead.load(path / f"overhead-{size}.json") for size in ("10kB", "10MB"))
         return overhead.sentence(small[0], large[0], src)

@@ -165,3 +165,45 @@ def test_the_fitted_column_says_when_the_rate_is_a_scaled_trace() -> None:
                                                     "loss 1.0896%")
     assert describe(c, traced) == ("rate trace (30 s) scaled to mean 2.722 Mbit/s, RTT 53.40 ms, jitter 2.00 ms, "
                                    "queue 100891 B, loss 1.0896%")
+
+
+def test_the_error_interval_comes_from_both_sides_runs_and_places_a_link_only_when_the_runs_do(
+        tmp_path: Path) -> None:
+    """fitted / hidden of the held-out sender's medians as an interval: each side's order-statistic interval of its
+    median (at n = 5 the range, 93.75 %), the ratio's far ends, the level at least the product (87.9 %). Two lossy
+    links of results/reference/calibrate-20261127-2: link 9's runs (hidden 3.8-8.83, fitted 3.41-11.13 Mbit/s) span
+    the 25 % bound far on both sides; a constant link's runs within 5 % of each other place it within. A failed run
+    at an end leaves the interval unknown (None), never a narrower one."""
+    from lab.bench.calibration import FIT_DIR, HELD_EACH, held_runs
+    from lab.bench.schedule import HIDDEN_DIR
+
+    lossy = hidden.ratio_interval([3.8, 7.31, 8.14, 8.34, 8.83], [3.41, 7.06, 10.35, 11.06, 11.13])
+    assert lossy is not None and lossy.lo == pytest.approx(3.41 / 8.83) and lossy.hi == pytest.approx(11.13 / 3.8)
+    assert lossy.level == pytest.approx(0.9375 ** 2) and lossy.verdict() == "undetermined"
+    steady = hidden.ratio_interval([2.4, 2.44, 2.45, 2.43, 2.46], [2.33, 2.34, 2.35, 2.36, 2.34])
+    assert steady is not None and steady.verdict() == "within"
+    far = hidden.ratio_interval([1.41, 1.52, 1.54, 1.56, 1.57], [2.93, 2.95, 2.95, 2.95, 2.97])
+    assert far is not None and far.verdict() == "beyond"
+    # 15 runs: the 4th to the 12th of each side (96.5 %), not the whole range
+    many = hidden.ratio_interval([float(x) for x in range(1, 16)], [float(x) for x in range(1, 16)])
+    assert many is not None and (many.lo, many.hi) == (4 / 12, 12 / 4) and many.level == pytest.approx(0.9648 ** 2,
+                                                                                                       abs=1e-3)
+    assert hidden.ratio_interval([None, 2.0, 2.1, 2.2, 2.3], [2.0] * 5) is None
+    assert hidden.ratio_interval([2.0], [2.0]) is None
+    # the runs are read from a benchmark folder's link-N/{hidden,fit}/held_out_runs.json; the table shows them
+    for i, (h, f) in enumerate((([1.41, 1.52, 1.54, 1.56, 1.57], [2.93, 2.95, 2.95, 2.95, 2.97]),
+                                ([2.4, 2.44, 2.45, 2.43, None], [2.33, 2.34, 2.35, 2.36, 2.34]))):
+        for side, runs in ((HIDDEN_DIR, h), (FIT_DIR, f)):
+            (tmp_path / f"link-{i}" / side).mkdir(parents=True)
+            (tmp_path / f"link-{i}" / side / HELD_EACH).write_text(json.dumps(
+                [None if r is None else {"throughput_bps": r * 1e6, "p50_rtt_s": 0.1} for r in runs]))
+    runs = held_runs(tmp_path)
+    assert runs[1][0][-1] is None and runs[0][1][0] == 2.93e6
+    scores = [Score(link=HiddenLink(index=i, rtt_s=0.05, rate_bps=2e6, queue_bytes=9000), hidden_tput_bps=h * 1e6,
+                    hidden_rtt_s=0.1, fitted_tput_bps=f * 1e6, fitted_rtt_s=0.1, fitted="x", candidates=3)
+              for i, (h, f) in enumerate(((1.54, 2.95), (2.43, 2.34)))]
+    text = hidden.markdown(scores, "reno", runs)
+    assert "| 91.6% | +91.6% [+87%, +111%] |" in text.splitlines()[2]
+    assert "| 3.7% | -3.7% [-] |" in text.splitlines()[3]  # the failed run is the hidden side's lowest: an end
+    assert "within ±25% on 0 links, wholly beyond it on 1, and spans the bound on 0; 1 without one" in text
+    assert "fitted / hidden - 1" not in hidden.markdown(scores, "reno")  # without runs: the table as before

@@ -72,12 +72,12 @@ def test_two_labs_each_measure_and_calibrate_and_never_a_link_on_the_lab_that_me
 
 
 def test_the_estimate_is_what_the_schedule_does_with_the_jobs_expected_times() -> None:
-    # per calibration: budget x 24 s per candidate + the held-out sender's 5 runs on the fitted link (~20 s each); a
-    # hidden side 160 s (3 runs of each measured sender, the user's upload, 5 held-out runs)
-    assert calibration.estimate_s(10, 1, 30) == 160 + 10 * 820  # 2.3 h: one lab per role
-    assert calibration.estimate_s(10, 2, 30) == 10 * 160 / 2 + 5 * 820  # 1.4 h on two labs
-    assert calibration.estimate_s(11, 2, 30) == 11 * 160 / 2 + 6 * 820  # the odd link waits for a lab
-    assert calibration.estimate_s(10, 2, 20) == 10 * 160 / 2 + 5 * 580  # 62 min
+    # per calibration: budget x 24 s per candidate + the held-out sender's 15 runs on the fitted link (~20 s each); a
+    # hidden side 280 s (3 runs of each measured sender, the user's upload, 15 held-out runs)
+    assert calibration.estimate_s(10, 1, 30) == 280 + 10 * 1020  # 2.9 h: one lab per role
+    assert calibration.estimate_s(10, 2, 30) == 10 * 280 / 2 + 5 * 1020  # 1.8 h on two labs
+    assert calibration.estimate_s(11, 2, 30) == 11 * 280 / 2 + 6 * 1020  # the odd link waits for a lab
+    assert calibration.estimate_s(10, 2, 20) == 10 * 280 / 2 + 5 * 780  # 88 min
 
 
 def test_three_labs_wait_for_a_link_in_flight_and_stop_when_nothing_can_come() -> None:
