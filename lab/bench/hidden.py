@@ -224,7 +224,8 @@ def markdown(scores: Sequence[Score], held_out: str, runs: dict[int, tuple[Runs,
         ri = intervals.get(s.link.index)
         cell = ""
         if shown:
-            point = "-" if math.isinf(s.tput_error) else f"{(s.fitted_tput_bps or 0) / (s.hidden_tput_bps or 1) - 1:+.1%}"
+            ratio = (s.fitted_tput_bps or 0) / (s.hidden_tput_bps or 1)
+            point = "-" if math.isinf(s.tput_error) else f"{ratio - 1:+.1%}"
             cell = f" {point} [{_signed(ri.lo)}, {_signed(ri.hi)}] |" if ri else f" {point} [-] |"
         lines.append(f"| {s.link.index} | {s.link.describe()} | {s.fitted or s.why or '-'} | "
                      f"{_mbit(s.hidden_tput_bps)} / {_mbit(s.fitted_tput_bps)} | {_pct(s.tput_error)} |{cell} "
