@@ -67,7 +67,9 @@ def test_quick_preset_produces_every_artifact(lab_up, tmp_path):
         assert (folder / name).stat().st_size > 0, name
     runs = store.load_runs(folder)
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert len(runs) == manifest["planned_runs"] == 30 and all(r.status == "ok" for r in runs)
+    assert len(runs) == manifest["planned_runs"] == 30
+    bad = [(r.run_key, r.status, r.failure) for r in runs if r.status != "ok"]
+    assert not bad, bad
     assert manifest["status"] == "complete" and manifest["git"]["commit"]
     assert {"nginx", "curl", "openssl (client)", "kernel", "linkem"} <= set(manifest["versions"])
     assert manifest["self_check"]["rtt"]["measured_median_ms"] > 19
