@@ -13,7 +13,7 @@ import pytest
 from lab import config
 from lab.errors import UsageError
 from lab.plan.checks import validate
-from lab.plan.plan import plan
+from lab.plan.plan import groups, plan
 from lab.results.schema import RunRecord
 from lab.run import hostload, parallel, runner
 from tests.unit.test_stats import make_record
@@ -164,3 +164,20 @@ def test_bad_parallel_options_exit_2_in_one_line(tmp_path: Path):
         assert done.returncode == 2, (args, done.stderr)
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0] and "Traceback" not in done.stderr, (args, done.stderr)
+
+
+@pytest.mark.parametrize(("units", "labs", "fewest"), [
+    (5, 4, 3),    # a matrix's 5 (point, repeat) groups: two rounds on 4 labs or on 3
+    (10, 4, 4),   # three rounds on 4 labs, four on 3: keep 4
+    (9, 4, 3),    # three rounds either way
+    (8, 4, 4), (3, 4, 3), (1, 1, 1), (7, 8, 7), (20, 8, 7),
+])
+def test_auto_takes_the_fewest_labs_that_finish_in_as_many_rounds(units, labs, fewest):
+    assert parallel.fewest_for_rounds(units, labs) == fewest
+    rounds = -(-units // labs)
+    assert -(-units // fewest) == rounds and (fewest == 1 or -(-units // (fewest - 1)) > rounds)
+
+
+def test_auto_on_five_groups_uses_three_labs_not_four():
+    runs = plan(scenario("4mbit", repeats=5, loss=("0%",)))
+    assert len(groups(runs)) == 5 and parallel.auto(runs, 2) == 3
