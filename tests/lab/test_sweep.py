@@ -68,8 +68,14 @@ def test_quick_preset_produces_every_artifact(lab_up, tmp_path):
     runs = store.load_runs(folder)
     manifest = json.loads((folder / "manifest.json").read_text())
     assert len(runs) == manifest["planned_runs"] == 30
+    # Every run ok, except that nginx 1.26's HTTP/3 sometimes stalls under loss until curl gives up (exit 56
+    # "QUIC connection has been shut down" after its 60 s idle timeout: docs/seeds.md, the censored runs of
+    # connectify-loss, yu, jitter-reorder). That is the endpoints' own failure, recorded as measured and censored:
+    # at most one of the five HTTP/3 runs at 1 % loss, and nothing else.
     bad = [(r.run_key, r.status, r.failure) for r in runs if r.status != "ok"]
-    assert not bad, bad
+    stalls = [b for b in bad if b[0].startswith("1/h3/curl/nginx/") and b[1] in ("failed", "timeout")
+              and b[2].startswith("client exit code")]
+    assert bad == stalls and len(stalls) <= 1, bad
     assert manifest["status"] == "complete" and manifest["git"]["commit"]
     assert {"nginx", "curl", "openssl (client)", "kernel", "linkem"} <= set(manifest["versions"])
     assert manifest["self_check"]["rtt"]["measured_median_ms"] > 19
@@ -80,7 +86,7 @@ def test_quick_preset_produces_every_artifact(lab_up, tmp_path):
     for label in ("loss=0%", "loss=1%"):
         for method in ("HTTP/1.1", "HTTP/2", "HTTP/3"):
             assert sum(1 for ln in summary.splitlines() if ln.startswith(f"| {label} | {method}")) == 1
-    r0 = runs[0]
+    r0 = next(r for r in runs if r.status == "ok")
     assert r0.wire_down_bytes and r0.wire_down_bytes > r0.size_bytes and r0.cc_server
     overheads = sorted(r.overhead_s for r in runs if r.overhead_s is not None)
     assert overheads[len(overheads) // 2] < 0.5, f"median per-run lab overhead {overheads[len(overheads) // 2]:.3f} s"
