@@ -4,18 +4,22 @@ The sweep's own lab (QUICLAB_INSTANCE, the default lab unless set) starts measur
 (lab/instance.py: their own router, link, endpoints, networks) are brought up beside it meanwhile, each joining
 when it is ready, and are taken down at the end (also after Ctrl-C or a failure). Each lab is driven by a worker
 process (`quiclab sweep-worker FOLDER`, with QUICLAB_INSTANCE set): it records its lab's facts, then runs the
-(point, repeat) groups the coordinator hands it one at a time, so a group's protocols (paired by one link seed)
-always run on one lab, and the plan's shuffled order is served to whichever lab is free first: randomized
-across labs, and no lab idles while another has a backlog. The worker sends each finished record back; the
+units the coordinator hands it one at a time, and the plan's shuffled order is served to whichever lab is free first:
+randomized across labs, and no lab idles while another has a backlog. A unit is a (point, repeat) group, so the
+protocols of a sweep's paired comparison (one link seed) run on one lab; a group of more than UNIT_RUNS runs (a stack
+matrix's ~94 pairs and baselines at one seed) is dealt in near-equal chunks of its shuffled runs instead, because 5
+such groups over 4 labs would leave the fifth on one lab alone for a third of the sweep. A chunk's runs keep their
+group's link seed, so the pairing (lab/stats/verdict.py: partners on the same seed) holds across labs, whose
+software and link are identical; each run records its `lab_instance`. The worker sends each finished record back; the
 coordinator writes the one ordinary sweep folder (runs.csv, every run tagged with its `lab_instance`; the
 manifest lists each lab's facts). A group a lab could not finish (its lab failed, Ctrl-C) is not recorded and goes
 back to the queue. Every run passes the fidelity guard (lab/run/hostload.py), so a host that became the
 bottleneck never silently changes a result.
 
 `--parallel auto` picks N = min(2 x cores, cores x AUTO_BUDGET_BPS / the plan's highest link rate, the plan's
-groups), at least 1 (an unlimited rate: 1): the emulator's and endpoints' CPU cost grows with the rate, so slow
-links share a core well and fast ones do not. N then drops to the fewest labs that finish the groups in as many
-rounds (`fewest_for_rounds`): 5 groups on 4 labs would leave the fifth alone on one lab, and 3 labs take as long
+units), at least 1 (an unlimited rate: 1): the emulator's and endpoints' CPU cost grows with the rate, so slow
+links share a core well and fast ones do not. N then drops to the fewest labs that finish the units in as many
+rounds (`fewest_for_rounds`): 5 units on 4 labs would leave the fifth alone on one lab, and 3 labs take as long
 with less load on the host. The budget, 50 Mbit/s per core, is measured: the survey-delay preset
 (33.6 MB at 40 Mbit/s, nginx 1.26 HTTP/3 and HTTP/1.1) on 4 labs of this 2-core host had 33 of its 35 HTTP/3 runs
 flagged host-bound (QUIC ~10 % slower), on 2 labs none (2026-11-24; results/reference/survey-delay). At most
@@ -45,7 +49,7 @@ from lab import config, docker, instance, lab, lock, optional, signals
 from lab.endpoints.registry import registry
 from lab.errors import QuiclabError, UsageError
 from lab.plan.checks import validate
-from lab.plan.plan import PlannedRun, groups, plan
+from lab.plan.plan import PlannedRun, plan
 from lab.plan.scenario import Scenario
 from lab.results import store
 from lab.results.folder import Environment
@@ -54,6 +58,9 @@ from lab.run import runner
 from lab.run.lab_session import Callbacks, LabSession, close_lab, measure
 
 MAX_LABS = instance.MAX_INSTANCE + 1
+#: A (point, repeat) group larger than this is dealt to the labs in chunks (`units`); a sweep's usual groups (a few
+#: protocols, clients and servers) are far smaller and stay whole.
+UNIT_RUNS = 24
 AUTO_BUDGET_BPS = 50e6  # emulated link rate per core that `auto` plans for (see the docstring)
 UP_TIMEOUT_S = 600.0  # an extra lab's bring-up (images are built: containers, health checks)
 ALLOWED = "a number of labs 1..{top} (this host: at most 4 per core) or auto"
@@ -76,12 +83,31 @@ def parse(text: str) -> int | None:
 
 def auto(runs: list[PlannedRun], cores: int | None = None) -> int:
     """The number of labs `--parallel auto` uses for these runs (the rule is in the module's docstring)."""
-    return auto_for([r.link().downlink.effective_rate_bps for r in runs], len(groups(runs)), cores)
+    return auto_for([r.link().downlink.effective_rate_bps for r in runs], len(units(runs)), cores)
+
+
+def units(runs: list[PlannedRun]) -> list[list[PlannedRun]]:
+    """What one lab takes whole, in the plan's shuffled order (of each unit's first run), each unit's runs in plan
+    order: the (point, repeat) groups, a group of more than UNIT_RUNS runs in near-equal chunks of consecutive runs
+    (the module's docstring says why)."""
+    by: dict[tuple[int, int], list[PlannedRun]] = {}
+    for r in sorted(runs, key=lambda r: r.order):
+        by.setdefault((r.point.index, r.repeat), []).append(r)
+    out: list[list[PlannedRun]] = []
+    for group in by.values():
+        parts = -(-len(group) // UNIT_RUNS)
+        size, extra = divmod(len(group), parts)
+        start = 0
+        for k in range(parts):
+            end = start + size + (1 if k < extra else 0)
+            out.append(group[start:end])
+            start = end
+    return sorted(out, key=lambda u: u[0].order)
 
 
 def auto_for(rates: Sequence[float | None], units: int, cores: int | None = None) -> int:
     """`--parallel auto`'s rule for any work spread over labs: the links' rates (None: unlimited) and the number of
-    units a lab takes whole (a sweep's (point, repeat) groups, a benchmark's links)."""
+    units a lab takes whole (a sweep's `units`, a benchmark's links)."""
     cores = cores or os.cpu_count() or 1
     if not rates or any(rate is None for rate in rates):
         return 1
@@ -91,14 +117,14 @@ def auto_for(rates: Sequence[float | None], units: int, cores: int | None = None
     return fewest_for_rounds(units, labs)
 
 
-def fewest_for_rounds(units: int, labs: int) -> int:
-    """The fewest labs that take `units` whole units in as many rounds as `labs` do: 5 groups on 4 labs take two
+def fewest_for_rounds(count: int, labs: int) -> int:
+    """The fewest labs that take `count` whole units in as many rounds as `labs` do: 5 units on 4 labs take two
     rounds (the fifth alone on one lab), and so do 3 labs, which load the host less meanwhile (fewer runs flagged
     host-bound, the same wall time)."""
-    if units <= 0 or labs <= 1:
+    if count <= 0 or labs <= 1:
         return max(1, labs)
-    rounds = -(-units // labs)
-    return -(-units // rounds)
+    rounds = -(-count // labs)
+    return -(-count // rounds)
 
 
 def labs_in_use() -> set[int]:
@@ -232,7 +258,7 @@ class _Shared:
     calls: Callbacks  # the sweep's (records to runs.csv, its progress and live push): called from the labs' threads
     stopping: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    in_flight: int = 0  # groups handed to a lab and not yet finished
+    in_flight: int = 0  # units handed to a lab and not yet finished
     parts: tuple[str, ...] = ()  # the optional parts of the lab the plan needs (extra labs start only those)
     #: a sweep run until decided: the next round's runs, asked for once the queue is empty and nothing is in flight
     #: (every group of the round recorded); None once it had none
@@ -243,7 +269,7 @@ class _Shared:
         self.changed = threading.Condition(self.lock)
 
     def take(self) -> list[str] | None:
-        """The next group; with `more`, waits while a round is still in flight, then asks for the next round."""
+        """The next unit; with `more`, waits while a round is still in flight, then asks for the next round."""
         with self.changed:
             while True:
                 if self.stopping.is_set():
@@ -262,7 +288,7 @@ class _Shared:
                 self.changed.wait(timeout=0.5)
 
     def settle(self, unfinished: list[str]) -> None:
-        """A group handed out is over: finished, or (what was not recorded) back to the queue's front."""
+        """A unit handed out is over: finished, or (what was not recorded) back to the queue's front."""
         with self.changed:
             self.in_flight -= 1
             if unfinished:
@@ -277,7 +303,7 @@ class _Shared:
 
 
 class Pool(Protocol):
-    """What the labs' threads share (over_labs): a sweep's queue of groups (_Shared), or another user's work (the
+    """What the labs' threads share (over_labs): a sweep's queue of units (_Shared), or another user's work (the
     calibration benchmark's links, lab/bench/calibration.py)."""
 
     stopping: threading.Event  # set on Ctrl-C: no lab takes more work
@@ -358,7 +384,7 @@ def over_labs(labs: list[LabSlot], shared: Pool, work: Callable[[LabSlot], None]
 
 
 def _work(lab_: LabSlot, folder: Path, shared: _Shared, t0: float) -> None:
-    """A sweep's lab: start its worker, feed it groups until the queue is empty."""
+    """A sweep's lab: start its worker, feed it units until the queue is empty."""
     with (lab_.logs / f"lab{lab_.number}-worker.log").open("w") as log:
         proc = subprocess.Popen(quiclab_argv("sweep-worker", str(folder)), env=lab_env(lab_.number),
                                 stdin=subprocess.PIPE,
@@ -411,12 +437,8 @@ def _work(lab_: LabSlot, folder: Path, shared: _Shared, t0: float) -> None:
 
 
 def _queue(todo: list[PlannedRun]) -> deque[list[str]]:
-    """The (point, repeat) groups in the plan's shuffled order (of each group's first run), each group's runs in
-    plan order: a lab runs a whole group, so the protocols compared at one link seed share a lab."""
-    by: dict[tuple[int, int], list[str]] = {}
-    for r in sorted(todo, key=lambda r: r.order):
-        by.setdefault((r.point.index, r.repeat), []).append(r.key)
-    return deque(by.values())
+    """The plan's units (`units`) as run keys, in its shuffled order."""
+    return deque([r.key for r in unit] for unit in units(todo))
 
 
 def _read(stream: IO[str]) -> dict[str, Any]:
@@ -454,10 +476,11 @@ def _take_down(labs: list[LabSlot]) -> list[str]:
 
 
 def check_count(count: int, runs: list[PlannedRun]) -> None:
-    """No more labs than (point, repeat) groups: exit 2 naming the limit."""
-    if count > len(groups(runs)):
-        raise UsageError(f"invalid --parallel {count}: the plan has {len(groups(runs))} (point, repeat) groups, so "
-                         f"at most {len(groups(runs))} labs")
+    """No more labs than units (`units`): exit 2 naming the limit."""
+    top = len(units(runs))
+    if count > top:
+        raise UsageError(f"invalid --parallel {count}: the plan has {top} units a lab runs whole ((point, repeat) "
+                         f"groups; a larger group in chunks of at most {UNIT_RUNS} runs), so at most {top} labs")
 
 
 @dataclass

@@ -31,7 +31,7 @@ from lab.explain import tshark
 from lab.observe.push import Publisher
 from lab.plan import shard
 from lab.plan.checks import validate
-from lab.plan.plan import PlannedRun, groups, plan, points
+from lab.plan.plan import PlannedRun, plan, points
 from lab.plan.scenario import Scenario, runs_pair
 from lab.report.report import build_report
 from lab.results import store
@@ -121,7 +121,7 @@ def start(s: Scenario, preset: str | None, results_dir: Path, *, part: shard.Sha
         rounds = Rounds(folder, runs, rule, book.put) if rule is not None else None
         where = folder.relative_to(config.ROOT) if folder.is_relative_to(config.ROOT) else folder
         if numbers:
-            terminal.info(f"sweep {s.name}: {len(every)} runs in {len(groups(every))} (point, repeat) groups over "
+            terminal.info(f"sweep {s.name}: {len(every)} runs in {len(parallel.units(every))} units over "
                           f"{count} labs ({', '.join(f'lab {k}' for k in numbers)}"
                           f"{'; --parallel auto' if labs is None else ''}) -> {where}")
         else:
@@ -157,7 +157,8 @@ def resume(folder: Path) -> tuple[Path, bool]:
             sections: list[Section] = [_resumed(book)]
             if m.parallel is not None:
                 # (a sweep run until decided: as many labs as it started with; later rounds may be larger)
-                count = int(m.parallel["labs"]) if rounds else min(int(m.parallel["labs"]), max(1, len(groups(todo))))
+                count = (int(m.parallel["labs"]) if rounds
+                         else min(int(m.parallel["labs"]), max(1, len(parallel.units(todo)))))
                 numbers = parallel.pick_labs(count)
                 sections.append(Labs(parallel={**m.parallel, "instances": numbers}))
             book.put(*sections)

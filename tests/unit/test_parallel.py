@@ -13,6 +13,7 @@ import pytest
 from lab import config
 from lab.errors import UsageError
 from lab.plan.checks import validate
+from lab.plan import presets
 from lab.plan.plan import groups, plan
 from lab.results.schema import RunRecord
 from lab.run import hostload, parallel, runner
@@ -181,3 +182,31 @@ def test_auto_takes_the_fewest_labs_that_finish_in_as_many_rounds(units, labs, f
 def test_auto_on_five_groups_uses_three_labs_not_four():
     runs = plan(scenario("4mbit", repeats=5, loss=("0%",)))
     assert len(groups(runs)) == 5 and parallel.auto(runs, 2) == 3
+
+
+def test_a_matrix_group_is_dealt_in_chunks_that_keep_its_seed():
+    """The goodput matrix: 5 (point, repeat) groups of ~94 runs each become chunks of at most UNIT_RUNS runs, every
+    run in exactly one, each chunk within one group (one link seed), in the plan's shuffled order; `auto` then
+    plans on the chunks (4 labs on this 2-core host, not 3 for 5 whole groups)."""
+    runs = plan(presets.get("matrix-goodput"))
+    assert len(groups(runs)) == 5 and len(runs) > 5 * parallel.UNIT_RUNS
+    units = parallel.units(runs)
+    assert sorted(r.key for u in units for r in u) == sorted(r.key for r in runs)
+    assert all(len(u) <= parallel.UNIT_RUNS for u in units) and len(units) == 5 * -(-len(runs) // 5 // 24)
+    for u in units:
+        assert len({(r.point.index, r.repeat, r.seed) for r in u}) == 1
+        assert [r.order for r in u] == sorted(r.order for r in u)
+    sizes = {}
+    for u in units:
+        sizes.setdefault(u[0].repeat, []).append(len(u))
+    assert all(max(s) - min(s) <= 1 for s in sizes.values())  # near-equal chunks of one group
+    firsts = [u[0].order for u in units]
+    assert firsts == sorted(firsts)
+    assert parallel.auto(runs, 2) == 4
+    assert [[r.key for r in u] for u in units] == [list(g) for g in parallel._queue(runs)]
+
+
+def test_a_sweeps_usual_groups_stay_whole():
+    runs = plan(scenario("4mbit"))
+    assert [sorted(r.key for r in u) for u in parallel.units(runs)] == [sorted(g) for g in parallel._queue(runs)]
+    assert len(parallel.units(runs)) == len(groups(runs))
