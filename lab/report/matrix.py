@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from lab.explain import closecodes
 from lab.explain.model import EXPLAIN_JSON, Explanation
 from lab.quantiles import median
 from lab.report.summary import md_table
@@ -172,7 +173,7 @@ def _failure(rs: Sequence[RunRecord]) -> str:
         return ""
     text, count = texts.most_common(1)[0]
     total = sum(texts.values())
-    return f"{text}" + (f" ({count} of {total} failed runs)" if total > 1 else "")
+    return closecodes.named(text) + (f" ({count} of {total} failed runs)" if total > 1 else "")
 
 
 #: Where `quiclab matrix --why FOLDER` puts its sweeps: one captured run of each cell that needs a why, explained.

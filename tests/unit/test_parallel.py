@@ -12,8 +12,8 @@ import pytest
 
 from lab import config
 from lab.errors import UsageError
-from lab.plan.checks import validate
 from lab.plan import presets
+from lab.plan.checks import validate
 from lab.plan.plan import groups, plan
 from lab.results.schema import RunRecord
 from lab.run import hostload, parallel, runner
