@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lab.evidence.pcap import Packet
-from lab.explain import hol, limits, ss
+from lab.explain import closing, hol, limits, ss
 from lab.explain import path as pathmod
 from lab.explain.model import (
     Direction,
@@ -77,8 +77,10 @@ def explain(inp: RunInputs) -> Explanation:
     c_from = [r for r in inp.client_rows if r.src == client_ip]
     req = next((r for r in c_from if _is_request(r, transport)), None)
     if req is None:
-        bad.why = ("the capture could not be decrypted: no HTTP request is visible in it (keys.log missing, empty "
-                   "or not this connection's)")
+        stalled = closing.stalled_handshake(inp.client_rows, client_ip) if transport == "quic" else None
+        closed = closing.error_close(inp.client_rows, client_ip, None) if transport == "quic" else None
+        bad.why = stalled or closed or ("the capture could not be decrypted: no HTTP request is visible in it "
+                                        "(keys.log missing, empty or not this connection's)")
         return bad
     down = up = None
     if inp.server_side:
@@ -109,6 +111,9 @@ def explain(inp: RunInputs) -> Explanation:
     if transport == "tcp" and inp.sender_socket:
         e.sender_kernel = ss.kernel(ss.parse(inp.sender_socket))
     e.reasons = _reasons(e, inp)
+    closed = closing.error_close(inp.client_rows, client_ip, req.time) if transport == "quic" else None
+    if closed:  # how the connection ended outranks how it went
+        e.reasons.insert(0, Reason(text=closed, cost_ms=None))
     return e
 
 

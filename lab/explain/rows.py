@@ -16,7 +16,8 @@ FIELDS = ("frame.number", "frame.time_epoch", "ip.src", "tcp.len", "tcp.seq", "t
           "udp.length", "quic.header_form", "quic.long.packet_type", "quic.packet_number", "quic.stream.stream_id",
           "quic.stream.offset", "quic.stream.length", "quic.ack.largest_acknowledged", "http3.frame_type",
           # (added later: a capture's output without them reads as empty)
-          "http2.streamid", "tcp.stream", "tcp.window_size", "quic.frame_type", "tcp.ack", "quic.connection.number")
+          "http2.streamid", "tcp.stream", "tcp.window_size", "quic.frame_type", "tcp.ack", "quic.connection.number",
+          "quic.crypto.offset", "quic.crypto.length", "quic.cc.error_code", "quic.cc.error_code.app")
 #: the columns every row must have (the first FIELDS); later ones may be missing in older output
 BASE_FIELDS = 25
 HS_FINISHED = 20
@@ -79,6 +80,10 @@ class Row:
     quic_frame_types: list[int] = field(default_factory=list)
     tcp_ack: int | None = None  # relative (tshark): the next byte the sender of this segment expects
     quic_conn: int | None = None  # tshark's QUIC connection index (a capture of several connections)
+    crypto_offsets: list[int] = field(default_factory=list)  # per CRYPTO frame of the datagram's packets
+    crypto_lengths: list[int] = field(default_factory=list)
+    close_transport: list[int] = field(default_factory=list)  # CONNECTION_CLOSE (0x1c): transport error codes
+    close_app: list[int] = field(default_factory=list)  # CONNECTION_CLOSE (0x1d): application error codes
 
     def streams(self) -> list[tuple[int, int, int]]:
         """(stream id, offset, length) of its STREAM frames. tshark leaves absent offsets out (a frame without the
@@ -123,7 +128,9 @@ def parse(text: str) -> list[Row]:
             stream_offsets=_ints(c[21]), stream_lengths=_ints(c[22]), acked=_ints(c[23]), h3_types=_ints(c[24]),
             h2_stream_ids=_ints(c[25]), tcp_stream=(_ints(c[26]) or [None])[0],
             tcp_window=(_ints(c[27]) or [None])[0], quic_frame_types=_ints(c[28]),
-            tcp_ack=(_ints(c[29]) or [None])[0], quic_conn=(_ints(c[30]) or [None])[0]))
+            tcp_ack=(_ints(c[29]) or [None])[0], quic_conn=(_ints(c[30]) or [None])[0],
+            crypto_offsets=_ints(c[31]), crypto_lengths=_ints(c[32]), close_transport=_ints(c[33]),
+            close_app=_ints(c[34])))
     return rows
 
 

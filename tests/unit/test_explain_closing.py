@@ -1,0 +1,73 @@
+"""How a failed QUIC connection ended, from its rows (lab/explain/closing.py), and explain's use of it."""
+
+from __future__ import annotations
+
+from lab.explain import closing
+from lab.explain.rows import FIELDS, Row, parse
+
+C, S = "10.71.1.10", "10.71.2.14"
+
+
+def initial(t: float, src: str, crypto: list[tuple[int, int]] = (), frames: list[int] = ()) -> Row:  # type: ignore[assignment]
+    return Row(number=0, time=t, src=src, long_types=[0], crypto_offsets=[o for o, _ in crypto],
+               crypto_lengths=[n for _, n in crypto], quic_frame_types=list(frames))
+
+
+def fragmented_hello() -> list[Row]:
+    """A ClientHello of 1700 bytes in 12 CRYPTO frames over 2 datagrams (as ngtcp2 cuts it), resent twice; the
+    server only acknowledges."""
+    first = [(k * 100, 100) for k in range(8)]
+    second = [(800, 300), (1100, 200), (1300, 250), (1550, 150)]
+    rows = [initial(0.0, C, first), initial(0.001, C, second), initial(0.031, S, frames=[0x02])]
+    rows += [initial(1.0, C, first), initial(1.001, C, second), initial(3.0, C, first + second[:1])]
+    return rows
+
+
+def test_a_handshake_the_server_never_answered_is_described_from_its_initial_packets():
+    why = closing.stalled_handshake(fragmented_hello(), C)
+    assert why == ("the handshake did not complete: the client sent its ClientHello (1700 bytes) in 12 CRYPTO "
+                   "frames over 2 Initial datagrams, and 5 Initial datagrams with CRYPTO data in all over 3.0 s; "
+                   "the server sent 1 datagram (1 Initial), none with CRYPTO data: no ServerHello, its TLS stack "
+                   "never got the whole ClientHello or never answered it")
+
+
+def test_a_handshake_that_got_a_server_hello_is_not_called_stalled():
+    rows = fragmented_hello()
+    rows.append(initial(0.032, S, [(0, 90)], [0x02, 0x06]))
+    assert closing.stalled_handshake(rows, C) is None
+    assert closing.stalled_handshake([initial(0.0, S, [(0, 90)])], C) is None  # no client Initial at all
+    silent = [r for r in fragmented_hello() if r.src == C]
+    assert closing.stalled_handshake(silent, C).endswith("nothing came back from the server")
+
+
+def test_an_error_close_is_named_with_the_frames_the_client_had_sent():
+    rows = [Row(number=1, time=1.000, src=C, short=True, h3_types=[0x4, 0x21 + 0x1F * 7]),
+            Row(number=2, time=1.010, src=C, short=True, h3_types=[0x1]),
+            Row(number=3, time=1.0411, src=S, short=True, close_app=[0x105]),
+            Row(number=4, time=1.05, src=C, short=True, h3_types=[0x0])]
+    assert closing.error_close(rows, C, 1.010) == (
+        "the server closed the connection 31.1 ms after the client's request: application error 0x105 "
+        "(H3_FRAME_UNEXPECTED); HTTP/3 frames the client had sent: SETTINGS, reserved 0xfa, HEADERS (a reserved "
+        "type must be ignored by its receiver, RFC 9114 section 7.2.8)")
+
+
+def test_clean_closes_are_not_errors():
+    rows = [Row(number=1, time=1.0, src=C, close_app=[0x100]), Row(number=2, time=1.1, src=S, close_transport=[0])]
+    assert closing.error_close(rows, C, 0.5) is None
+    rows.append(Row(number=3, time=1.2, src=C, close_transport=[0xA]))
+    assert closing.error_close(rows, C, None) == ("the client closed the connection before any request: "
+                                                  "transport error 0xa (PROTOCOL_VIOLATION)")
+
+
+def test_reserved_frame_types():
+    assert [closing.h3_frame_name(t) for t in (0x1, 0x21, 0x40, 0x21 + 0x1F * 3, 0x22)] == [
+        "HEADERS", "reserved 0x21", "reserved 0x40", "reserved 0x7e", "unknown 0x22"]
+
+
+def test_tshark_rows_carry_crypto_and_close_fields():
+    cols = ["7", "1.5", C] + [""] * (len(FIELDS) - 3)
+    cols[18], cols[31], cols[32], cols[34] = "0;0", "0;512", "512;700", "261"
+    (row,) = parse("\t".join(cols))
+    assert row.crypto_offsets == [0, 512] and row.crypto_lengths == [512, 700] and row.close_app == [0x105]
+    old = parse("\t".join(cols[:31]))  # an older tshark line without the new columns
+    assert old[0].crypto_offsets == [] and old[0].close_app == []
