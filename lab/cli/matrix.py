@@ -64,10 +64,13 @@ def _alone(option: str, given: dict[str, object], why: str) -> None:
             raise UsageError(f"{flag} cannot be given with {option} ({why})")
 
 
-def _whys(folder: Path) -> None:
-    """`--why FOLDER`: one captured run of each cell of a complete matrix folder that needs a why, in a sweep of
-    its own under FOLDER/whys/ (the sweep explains its captured runs when complete), then FOLDER's report rebuilt
-    with the reasons beside the cells."""
+def _whys(folder: Path, repeats: int = 1, clients: list[str] | None = None,
+          servers: list[str] | None = None) -> None:
+    """`--why FOLDER`: one captured run (`repeats`) of each cell of a complete matrix folder that needs a why (of
+    those `clients` and `servers`, when given), in a sweep of its own under FOLDER/whys/ (the sweep explains its
+    captured runs when complete), then FOLDER's report rebuilt with the reasons beside the cells. More than one
+    repeat is for a failure that does not happen every time: the cell's explanation is of a run that failed when
+    one did (lab/report/matrix.py, failed runs first)."""
     manifest = store.read_manifest(folder)
     doc = manifest.doc()
     if not isinstance(manifest.scenario, dict) or not manifest.scenario.get("matrix"):
@@ -76,14 +79,17 @@ def _whys(folder: Path) -> None:
         raise UsageError(f"invalid --why {str(folder)!r}: the matrix is {doc.get('status') or 'not complete'} "
                          f"(finish it first: quiclab matrix --resume {folder})")
     records, _ = load_sweep(folder)
-    cells = report_matrix.build(records, doc, folder).needs_why()
+    cells = [c for c in report_matrix.build(records, doc, folder).needs_why()
+             if (clients is None or c.client in clients) and (servers is None or c.server in servers)]
     if not cells:
-        terminal.success(f"{folder}: no cell needs a why")
+        terminal.success(f"{folder}: no cell{' of those clients and servers' if clients or servers else ''} "
+                         "needs a why")
         return
-    data = plan_matrix.why_scenario(manifest.scenario, [(c.protocol, c.client, c.server) for c in cells])
+    data = plan_matrix.why_scenario(manifest.scenario, [(c.protocol, c.client, c.server) for c in cells], repeats)
     s = checks.validate(data, f"the why runs of {folder}")
     config.check_all()
-    terminal.info(f"{len(cells)} cell(s) need a why: one captured run each into {folder / report_matrix.WHYS_DIR}/")
+    runs = "one captured run" if repeats == 1 else f"{repeats} captured runs"
+    terminal.info(f"{len(cells)} cell(s) need a why: {runs} each into {folder / report_matrix.WHYS_DIR}/")
     sub, complete = lifecycle.start(s, None, folder / report_matrix.WHYS_DIR, labs=1,  # not a preset's plan
                                     host_guard="flag")
     if not complete:
@@ -120,7 +126,9 @@ def register(app: typer.Typer) -> None:
         why: Annotated[Path | None, typer.Option(
             "--why", help="For a finished matrix folder: run each cell that needs a why once more, captured "
                           "(pcap, key log, qlog), into FOLDER/whys/, explain it, and put the reason beside the "
-                          "cell (the folder's report rebuilt).")] = None,
+                          "cell (the folder's report rebuilt). With --clients/--servers: only those cells; with "
+                          "--repeats N: N runs each (a failure that does not happen every time: a failed run is "
+                          "the one explained).")] = None,
     ) -> None:
         """The stack matrix: every server x client over HTTP/3 plus the TCP baselines (HTTP/1.1 and HTTP/2), on
         the QUIC interop runner's links; writes results/<timestamp>-matrix-<link>/ with the heatmap
@@ -134,8 +142,14 @@ def register(app: typer.Typer) -> None:
                  "--parallel": parallel, "--capture": capture, "--out": out, "--resume": resume,
                  "--dry-run": dry_run or None, "--link": None if link == "goodput" else link}
         if why is not None:
-            _alone("--why", given, "the why runs take the matrix folder's own link, pairs and seed")
-            _whys(why)
+            narrowing = ("--repeats", "--clients", "--servers")
+            _alone("--why", {k: v for k, v in given.items() if k not in narrowing},
+                   "the why runs take the matrix folder's own link, pairs and seed; --repeats, --clients and "
+                   "--servers narrow them")
+            reg = registry()
+            _whys(why, repeats or 1,
+                  plan_matrix.parse_names(clients, "client", reg) if clients is not None else None,
+                  plan_matrix.parse_names(servers, "server", reg) if servers is not None else None)
             return
         if resume is not None:
             _alone("--resume", given, "the matrix continues with the scenario and folder it was started with")

@@ -93,10 +93,10 @@ def _given(value: object, every: Sequence[str], reg: Registry) -> list[str]:
 WHY_CAPTURE = ["pcap", "keylog", "qlog"]
 
 
-def why_scenario(data: Mapping[str, Any], cells: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
-    """A finished matrix's scenario (its manifest's, completed) narrowed to one captured run of each cell that
-    needs a why ((protocol, client, server)): the same link, seed and object, only those pairs and protocols, 1
-    repeat, every kind of evidence (`quiclab matrix --why`)."""
+def why_scenario(data: Mapping[str, Any], cells: Sequence[tuple[str, str, str]], repeats: int = 1) -> dict[str, Any]:
+    """A finished matrix's scenario (its manifest's, completed) narrowed to captured runs of each cell that
+    needs a why ((protocol, client, server)): the same link, seed and object, only those pairs and protocols,
+    `repeats` repeats (1 unless asked), every kind of evidence (`quiclab matrix --why`)."""
     out = dict(data)
     h3 = [f"{c}>{s}" for p, c, s in cells if p == "h3"]
     tcp = [f"{c}>{s}" for p, c, s in cells if p != "h3"]
@@ -104,5 +104,5 @@ def why_scenario(data: Mapping[str, Any], cells: Sequence[tuple[str, str, str]])
     out["servers"] = list(dict.fromkeys(s for _, _, s in cells))
     out["protocols"] = sorted({p for p, _, _ in cells})
     out["pairs"], out["tcp_pairs"] = h3 or tcp, tcp
-    out["repeats"], out["capture"] = 1, list(WHY_CAPTURE)
+    out["repeats"], out["capture"] = repeats, list(WHY_CAPTURE)
     return out

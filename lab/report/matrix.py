@@ -220,6 +220,9 @@ def make_cell(server: str, client: str, protocol: str, rs: Sequence[RunRecord], 
         its = [r for r in runs if (r.protocol, r.client, r.server) == (protocol, client, server)]
         if its and (found := _explained(sub, its))[0]:
             why, why_run = found[0], f"{WHYS_DIR}/{sub.name} {found[1]}"
+            if all(r.status == "ok" for r in its) and any(is_censored(r) for r in rs):
+                why = (f"the why run{'s' if len(its) > 1 else ''} transferred (the failure did not recur), so "
+                       f"this is a run that worked: {why}")
             break
     return Cell(server, client, protocol, status, n, s.n_censored, s.n_excluded, rate, quantile(obs, 0.5),
                 median_ci(obs), _failure(rs), keys, share=median(mine) if mine else None,

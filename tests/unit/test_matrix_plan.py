@@ -157,6 +157,8 @@ def test_a_why_plan_is_one_captured_run_of_each_cell_that_needs_one():
     assert methods(why) == {"h3/quinn-client/nginx", "h3/curl/kwik"}
     assert why.repeats == 1 and why.capture == ["pcap", "keylog", "qlog"] and why.seed == 7
     assert why.link == done.link and why.sizes == done.sizes
+    again = checks.validate(matrix.why_scenario(full, [("h3", "curl", "kwik")], 3), "why")
+    assert methods(again) == {"h3/curl/kwik"} and again.repeats == 3 and again.seed == 7
 
 
 def test_the_why_option_takes_nothing_else_and_only_a_finished_matrix(tmp_path, capsys):
@@ -178,3 +180,7 @@ def test_the_why_option_takes_nothing_else_and_only_a_finished_matrix(tmp_path, 
     (tmp_path / "manifest.json").write_text(json.dumps({"scenario": {"name": "m", "matrix": "goodput"},
                                                        "status": "interrupted"}))
     assert "the matrix is interrupted" in run("--why", str(tmp_path))
+    # --repeats, --clients and --servers narrow the why runs; a bad one is still one line
+    assert "unknown client 'nope'" in run("--why", str(tmp_path), "--clients", "nope")
+    assert "invalid --repeats 0" in run("--why", str(tmp_path), "--repeats", "0")
+    assert "the matrix is interrupted" in run("--why", str(tmp_path), "--repeats", "3", "--servers", "haproxy")

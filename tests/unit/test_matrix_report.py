@@ -163,6 +163,15 @@ def test_a_why_sweeps_explained_run_puts_its_reason_beside_the_cell(tmp_path: Pa
     line = next(w for w in matrix.why_lines(m, "results/x") if "curl\u2192ngtcp2" in w)
     assert "quiclab explain results/x/whys/20261121-matrix-goodput --run 1/h3/curl/ngtcp2/1" in line
     assert m.cell("nginx", "curl").why == ""  # another pair's explanation is not this one's
+    # a why run that transferred, of a cell whose runs failed, says so before its explanation
+    sub = tmp_path / matrix.WHYS_DIR / "20261122-matrix-goodput"
+    sub.mkdir(parents=True)
+    store.rewrite_runs(sub, [replace(failed, run_key="1/h3/curl/ngtcp2/1", repeat=1, status="ok", failure="")])
+    (sub / "evidence" / "1_h3_curl_ngtcp2_1").mkdir(parents=True)
+    (sub / "evidence" / "1_h3_curl_ngtcp2_1" / EXPLAIN_JSON).write_text(e.model_dump_json())
+    assert matrix.build(records(), scenario(), tmp_path).cell("ngtcp2", "curl").why == (
+        "the why run transferred (the failure did not recur), so this is a run that worked: the server closed "
+        "with H3_FRAME_UNEXPECTED")
 
 
 def test_the_table_has_every_cell_and_baseline_and_cross_traffic_shares():
