@@ -16,11 +16,11 @@ from lab.errors import EnvironmentProblem, QuiclabError, UsageError
 from lab.evidence.capture import CAPTURE_PROBLEMS
 from lab.evidence.pcap import Packet, PcapError, read_pcap
 from lab.evidence.sender_socket import SENDER_SOCKET_TXT
-from lab.explain import resumed, timeline
+from lab.explain import closing, resumed, timeline
 from lab.explain.analyze import RunInputs, explain
 from lab.explain.model import EXPLAIN_JSON, Explanation
 from lab.explain.path import header_extras
-from lab.explain.rows import parse
+from lab.explain.rows import client_of, parse
 from lab.results.folder import write_atomic
 from lab.results.schema import RunRecord
 
@@ -71,13 +71,15 @@ def _drops(a: int | None, b: int | None) -> int | None:
     return None if a is None and b is None else (a or 0) + (b or 0)
 
 
+NO_KEYS = "no TLS key log (keys.log) beside the capture: it cannot be decrypted (capture with --capture pcap,keylog)"
+
+
 def run_inputs(record: RunRecord, evdir: Path, tshark: TsharkFields) -> RunInputs | str:
     """What explains one run, read from the files in `evdir` (tshark once per capture), or why it cannot be."""
     problems: list[str] = []
     keys = evdir / KEYS
     if not keys.is_file() or not keys.read_text(encoding="utf-8", errors="replace").strip():
-        problems.append("no TLS key log (keys.log) beside the capture: it cannot be decrypted "
-                        "(capture with --capture pcap,keylog)")
+        problems.append(NO_KEYS)
     noted = evdir / CAPTURE_PROBLEMS
     if noted.is_file():  # the run's capture said it is incomplete (e.g. tcpdump's kernel drops): not explainable
         problems += [f"the capture is incomplete: {line}" for line in noted.read_text(errors="replace").splitlines()
@@ -86,6 +88,13 @@ def run_inputs(record: RunRecord, evdir: Path, tshark: TsharkFields) -> RunInput
     server = _packets(evdir / SERVER_PCAP, problems)
     if client is None and not problems:
         problems.append(f"no {CLIENT_PCAP} in {evdir}")
+    if problems == [NO_KEYS] and record.protocol == "h3" and client is not None:
+        # a handshake that never completed leaves no keys to log; its Initial packets need none
+        rows = parse(tshark(evdir / CLIENT_PCAP, None))
+        who = client_of(rows)
+        stalled = closing.stalled_handshake(rows, who) if who else None
+        if stalled:
+            return stalled
     if problems or client is None:
         return "; ".join(problems)
     return RunInputs(

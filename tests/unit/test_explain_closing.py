@@ -71,3 +71,33 @@ def test_tshark_rows_carry_crypto_and_close_fields():
     assert row.crypto_offsets == [0, 512] and row.crypto_lengths == [512, 700] and row.close_app == [0x105]
     old = parse("\t".join(cols[:31]))  # an older tshark line without the new columns
     assert old[0].crypto_offsets == [] and old[0].close_app == []
+
+
+def test_a_run_without_keys_whose_handshake_stalled_is_described_from_its_initials(tmp_path):
+    """No key log (a handshake that never completed has no keys to log): explain reads the Initial packets, which
+    tshark decrypts without one, instead of stopping at the missing key log."""
+    from lab.explain.folder import explain_run
+    from tests.unit.test_explain_analysis import copy_run, fixture_tshark
+
+    def line(n: int, t: float, src: str, crypto: list[tuple[int, int]], frames: str) -> str:
+        cols = [str(n), f"{t:.6f}", src] + [""] * (len(FIELDS) - 3)
+        cols[16], cols[18], cols[28] = "1208", "0", frames
+        cols[31] = ";".join(str(o) for o, _ in crypto)
+        cols[32] = ";".join(str(k) for _, k in crypto)
+        return "\t".join(cols)
+
+    hello = [(k * 100, 100) for k in range(15)]
+    stalled = "\n".join([line(1, 0.0, C, hello[:9], "6"), line(2, 0.0001, C, hello[9:], "6"),
+                         line(3, 1.0, C, hello, "6"), line(4, 1.001, S, [], "2")])
+
+    def tshark(pcap, keylog):
+        return stalled if keylog is None else fixture_tshark(pcap, keylog)
+
+    r, d = copy_run(tmp_path, "h3")
+    (d / "keys.log").unlink()
+    e = explain_run(r, d, tshark)
+    assert e.status == "not explainable"
+    assert e.why.startswith("the handshake did not complete: the client sent its ClientHello (1500 bytes) in 15 "
+                            "CRYPTO frames over 2 Initial datagrams"), e.why
+    e = explain_run(r, d, fixture_tshark)  # Initials with the server's CRYPTO data: the key log is what is missing
+    assert "no TLS key log" in e.why
