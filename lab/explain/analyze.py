@@ -112,8 +112,9 @@ def explain(inp: RunInputs) -> Explanation:
         e.sender_kernel = ss.kernel(ss.parse(inp.sender_socket))
     e.reasons = _reasons(e, inp)
     closed = closing.error_close(inp.client_rows, client_ip, req.time) if transport == "quic" else None
-    if closed:  # how the connection ended outranks how it went
-        e.reasons.insert(0, Reason(text=closed, cost_ms=None))
+    if closed:  # the server's error close outranks how the transfer went; the client's own comes last
+        server = (c := closing.first_error(inp.client_rows, client_ip)) is not None and c.side == "server"
+        e.reasons.insert(0 if server else len(e.reasons), Reason(text=closed, cost_ms=None))
     return e
 
 

@@ -21,7 +21,9 @@ from lab.explain.rows import Row
 INITIAL = 0  # QUIC long header packet type (RFC 9000 section 17.2)
 HANDSHAKE = 2
 CRYPTO_FRAME = 0x06
-NO_ERRORS = {("transport", 0x0), ("application", 0x100)}
+#: clean closes: NO_ERROR, H3_NO_ERROR, and application code 0 (not an HTTP/3 code: stacks that close their
+#: application without one use it)
+NO_ERRORS = {("transport", 0x0), ("application", 0x100), ("application", 0x0)}
 #: HTTP/3 frame types (RFC 9114 section 7.2)
 H3_FRAMES = {0x0: "DATA", 0x1: "HEADERS", 0x3: "CANCEL_PUSH", 0x4: "SETTINGS", 0x5: "PUSH_PROMISE", 0x7: "GOAWAY",
              0xD: "MAX_PUSH_ID"}
@@ -57,9 +59,14 @@ def closes(rows: Sequence[Row], client_ip: str) -> list[Close]:
     return out
 
 
+def first_error(rows: Sequence[Row], client_ip: str) -> Close | None:
+    """The first close with an error (None when every close was a clean one, or none was seen)."""
+    return next((c for c in closes(rows, client_ip) if (c.kind, c.code) not in NO_ERRORS), None)
+
+
 def error_close(rows: Sequence[Row], client_ip: str, request_time: float | None) -> str | None:
     """The first close with an error, said as a reason (None when every close was a clean one, or none was seen)."""
-    bad = next((c for c in closes(rows, client_ip) if (c.kind, c.code) not in NO_ERRORS), None)
+    bad = first_error(rows, client_ip)
     if bad is None:
         return None
     when = (" before any request" if request_time is None
@@ -70,9 +77,9 @@ def error_close(rows: Sequence[Row], client_ip: str, request_time: float | None)
     if sent:
         names = [h3_frame_name(t) for t in sent]
         text += f"; HTTP/3 frames the client had sent: {', '.join(names)}"
-        if bad.side == "server" and any(n.startswith("reserved") for n in names):
-            text += (" (a reserved type must be ignored by its receiver, RFC 9114 section 7.2.8)"
-                     if bad.kind == "application" and bad.code == 0x105 else "")
+        unexpected = bad.side == "server" and bad.kind == "application" and bad.code == 0x105
+        if unexpected and any(n.startswith("reserved") for n in names):
+            text += " (a reserved type must be ignored by its receiver, RFC 9114 section 7.2.8)"
     return text
 
 

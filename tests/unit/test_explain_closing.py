@@ -101,3 +101,34 @@ def test_a_run_without_keys_whose_handshake_stalled_is_described_from_its_initia
                             "CRYPTO frames over 2 Initial datagrams"), e.why
     e = explain_run(r, d, fixture_tshark)  # Initials with the server's CRYPTO data: the key log is what is missing
     assert "no TLS key log" in e.why
+
+
+def test_application_code_zero_is_a_clean_close():
+    rows = [Row(number=1, time=1.0, src=C, close_app=[0x0])]
+    assert closing.first_error(rows, C) is None and closing.error_close(rows, C, 0.5) is None
+
+
+def test_explain_puts_the_servers_error_close_first_and_the_clients_last(tmp_path):
+    from lab.explain.folder import explain_run
+    from lab.explain.rows import client_of
+    from tests.unit.test_explain_analysis import copy_run, fixture_tshark
+
+    r, d = copy_run(tmp_path, "h3")
+    base = fixture_tshark(d / "client-side.pcap", d / "keys.log")
+    rows = parse(base)
+    client = client_of(rows)
+    server = next(x.src for x in rows if x.src != client)
+
+    def closing_line(src: str, code: int) -> str:
+        cols = [str(rows[-1].number + 1), f"{rows[-1].time + 0.001:.6f}", src] + [""] * (len(FIELDS) - 3)
+        cols[34] = str(code)
+        return "\t".join(cols)
+
+    for src, code, first in ((server, 0x105, True), (client, 0x10C, False)):
+        text = base.rstrip("\n") + "\n" + closing_line(src, code) + "\n"
+        e = explain_run(r, d, lambda pcap, keys, text=text: text if pcap.name == "client-side.pcap"
+                        else fixture_tshark(pcap, keys))
+        assert e.status == "explained"
+        who = "server" if first else "client"
+        where = e.reasons[0] if first else e.reasons[-1]
+        assert where.text.startswith(f"the {who} closed the connection "), [x.text for x in e.reasons]
