@@ -268,3 +268,26 @@ def markdown_doc(doc: dict[str, Any], runs: dict[int, tuple[Runs, Runs]] | None 
     missing = f"\n\nNot scored (not finished): links {', '.join(map(str, left))}.\n" if left else ""
     body = markdown(scores, str(doc.get("held_out", "?")), runs) if scores else "No link scored.\n"
     return f"{how}\n\n{body}" + missing
+
+
+def sentence(doc: dict[str, Any], runs: dict[int, tuple[Runs, Runs]] | None, src: str) -> str:
+    """The README's line on a committed calibration benchmark: its summary against the bounds and, with the kept
+    runs, how many links the interval places within the worst-link bound."""
+    scores = from_doc(doc)
+    if not scores:
+        return f"Calibration benchmark `{src}`: no link scored.\n"
+    m = summarize(scores)
+    held = str(doc.get("held_out", "?"))
+    git = doc.get("git") if isinstance(doc.get("git"), dict) else {}
+    verdict = "passes" if m.passed else f"does not pass ({m.why})"
+    text = (f"Calibration to hidden links (`{src}`, commit {str(git.get('commit', '?'))[:7]}): on {m.links} links "
+            f"the held-out {held}'s throughput on the fitted link is {_pct(m.tput_median)} from the hidden link's "
+            f"(median; worst {_pct(m.tput_worst)}) and its p50 RTT under load {_pct(m.rtt_median)} (median): "
+            f"{verdict} the bounds (median {MEDIAN_BOUND:.0%}, no link beyond {WORST_BOUND:.0%})")
+    got = [ratio_interval(*r) for r in (runs or {}).values()]
+    if any(ri is not None for ri in got):
+        within = sum(1 for ri in got if ri is not None and ri.verdict() == "within")
+        spans = sum(1 for ri in got if ri is not None and ri.verdict() == "undetermined")
+        text += (f"; the runs' interval places {within} links within ±{WORST_BOUND:.0%} and leaves {spans} "
+                 "undetermined")
+    return text + ".\n"

@@ -207,3 +207,22 @@ def test_the_error_interval_comes_from_both_sides_runs_and_places_a_link_only_wh
     assert "| 3.7% | -3.7% [-] |" in text.splitlines()[3]  # the failed run is the hidden side's lowest: an end
     assert "within ±25% on 0 links, wholly beyond it on 1, and spans the bound on 0; 1 without one" in text
     assert "fitted / hidden - 1" not in hidden.markdown(scores, "reno")  # without runs: the table as before
+
+
+def test_the_readme_sentence_is_the_committed_runs_summary():
+    """README's line on the calibration benchmark (calibrate.json.sentence) says the folder's own medians, worst
+    link, verdict and interval counts, as docs/benchmarks.md's table does."""
+    from lab.bench.calibration import held_runs
+    from lab.docgen import generated
+
+    folder = config.ROOT / "results" / "reference" / "calibrate-20261127-3"
+    doc = json.loads((folder / "calibrate.json").read_text())
+    m = summarize(hidden.from_doc(doc))
+    line = generated._benchmark("results/reference/calibrate-20261127-3/calibrate.json.sentence", config.ROOT)
+    assert f"is {m.tput_median:.1%} from the hidden link's (median; worst {m.tput_worst:.1%})" in line
+    assert ("passes the bounds" in line) == m.passed
+    table = hidden.markdown_doc(doc, held_runs(folder))
+    within = int(table.split("lies within ±25% on ")[1].split(" ")[0])
+    assert f"places {within} links within ±25%" in line
+    bad = dict(doc, scores=[dict(s, fitted_tput_bps=s["hidden_tput_bps"] * 1.4) for s in doc["scores"]])
+    assert "does not pass (throughput median 40.0% > 10%" in hidden.sentence(bad, None, "x/")
