@@ -210,6 +210,9 @@ def _handshake(inp: RunInputs, transport: str, client_ip: str, t0: float, req: R
         lost_txt = ", ".join(f"{n} {name}" for name, n in lost if n)
         if lost_txt:
             reasons.append(f"handshake packets dropped by the emulator before the request: {lost_txt}")
+        late = closing.hello_resent(rows, client_ip) if not reasons and transport == "quic" else None
+        if late:
+            reasons.append(late)
         if not reasons and transport == "quic":
             sb = sum(r.udp_len for r in rows if r.src != client_ip and r.time <= req.time)
             cb = sum(r.udp_len for r in rows if r.src == client_ip and r.time <= req.time)

@@ -100,23 +100,34 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def stalled_handshake(rows: Sequence[Row], client_ip: str) -> str | None:
-    """Why no request appears, when the handshake never completed: the client's Initial flight against what the
-    server sent back. None when the server sent CRYPTO data of its own (the handshake got past its first flight;
-    a missing request is then another story) or nothing of the client's Initial flight is in the rows."""
-    mine = [r for r in rows if r.src == client_ip and INITIAL in r.long_types and _crypto(r)]
-    theirs = [r for r in rows if r.src != client_ip]
-    if not mine or any(_crypto(r) for r in theirs) or any(HANDSHAKE in r.long_types for r in theirs):
-        return None
+def _first_flight(mine: Sequence[Row]) -> tuple[int, int, int]:
+    """The ClientHello's size, and the datagrams and CRYPTO frames of its first flight: until every byte of it had
+    been sent once."""
     hello = max(off + n for r in mine for off, n in _crypto(r))
     covered: list[tuple[int, int]] = []
     flight = pieces = 0
-    for r in mine:  # the first flight: the datagrams until every byte of the ClientHello had been sent once
+    for r in mine:
         flight += 1
         pieces += len(_crypto(r))
         covered = _merge([*covered, *((off, off + n) for off, n in _crypto(r))])
         if covered and covered[0] == (0, hello):
             break
+    return hello, flight, pieces
+
+
+def _client_initials(rows: Sequence[Row], client_ip: str) -> list[Row]:
+    return [r for r in rows if r.src == client_ip and INITIAL in r.long_types and _crypto(r)]
+
+
+def stalled_handshake(rows: Sequence[Row], client_ip: str) -> str | None:
+    """Why no request appears, when the handshake never completed: the client's Initial flight against what the
+    server sent back. None when the server sent CRYPTO data of its own (the handshake got past its first flight;
+    a missing request is then another story) or nothing of the client's Initial flight is in the rows."""
+    mine = _client_initials(rows, client_ip)
+    theirs = [r for r in rows if r.src != client_ip]
+    if not mine or any(_crypto(r) for r in theirs) or any(HANDSHAKE in r.long_types for r in theirs):
+        return None
+    hello, flight, pieces = _first_flight(mine)
     span = mine[-1].time - mine[0].time
     text = (f"the handshake did not complete: the client sent its ClientHello ({hello} bytes) in {pieces} "
             f"CRYPTO frames over {flight} Initial datagram{'s' if flight != 1 else ''}, and {len(mine)} Initial "
@@ -127,3 +138,21 @@ def stalled_handshake(rows: Sequence[Row], client_ip: str) -> str | None:
     return text + (f"the server sent {len(theirs)} datagram{'s' if len(theirs) != 1 else ''} ({acks} Initial), "
                    "none with CRYPTO data: no ServerHello, its TLS stack never got the whole ClientHello or "
                    "never answered it")
+
+
+def hello_resent(rows: Sequence[Row], client_ip: str) -> str | None:
+    """A handshake that completed late because the server answered only a resent ClientHello: how often the client
+    had sent it, and how long after its first flight the server's first CRYPTO data came. None when the server
+    answered the first flight (or the rows do not show the Initials)."""
+    theirs = next((r for r in rows if r.src != client_ip and _crypto(r)), None)
+    if theirs is None:
+        return None
+    mine = [r for r in _client_initials(rows, client_ip) if r.time < theirs.time]
+    if not mine:
+        return None
+    hello, flight, pieces = _first_flight(mine)
+    if len(mine) <= flight:
+        return None
+    return (f"the server answered the ClientHello ({hello} bytes, {pieces} CRYPTO frames in its first flight of "
+            f"{flight} datagram{'s' if flight != 1 else ''}) only {(theirs.time - mine[0].time) * 1000:.0f} ms after "
+            f"it was first sent, when the client had sent {len(mine)} Initial datagrams of it")

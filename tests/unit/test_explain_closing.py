@@ -132,3 +132,14 @@ def test_explain_puts_the_servers_error_close_first_and_the_clients_last(tmp_pat
         who = "server" if first else "client"
         where = e.reasons[0] if first else e.reasons[-1]
         assert where.text.startswith(f"the {who} closed the connection "), [x.text for x in e.reasons]
+
+
+def test_a_hello_the_server_answered_only_when_resent_is_named():
+    rows = fragmented_hello()  # two flights of the ClientHello, an ACK, a third resend
+    rows.append(initial(3.2, S, [(0, 90)], [0x02, 0x06]))
+    assert closing.hello_resent(rows, C) == (
+        "the server answered the ClientHello (1700 bytes, 12 CRYPTO frames in its first flight of 2 datagrams) only "
+        "3200 ms after it was first sent, when the client had sent 5 Initial datagrams of it")
+    first = [*fragmented_hello()[:2], initial(0.03, S, [(0, 90)], [0x02, 0x06])]
+    assert closing.hello_resent(first, C) is None  # answered at once
+    assert closing.hello_resent(fragmented_hello(), C) is None  # never answered: stalled_handshake's case
