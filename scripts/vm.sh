@@ -148,6 +148,9 @@ share_images() {
 # The guest's /var/lib/docker with those images, loaded on the host by a private dockerd (its own data root,
 # socket, exec root; no networking) into an ext4 image: loading 3 GB of images inside an emulated guest took longer
 # than the tests. Cached per set of image IDs; the guest gets a fresh qcow2 overlay on it every run.
+# The private dockerd runs in a network namespace of its own (unshare --net): with --bridge=none, dockerd deletes
+# any interface named docker0 it sees (moby's removeDefaultBridgeInterface), and in the host's namespace that was
+# the host Docker's own bridge (2026-11-27: every later `docker run` on the default network failed).
 docker_disk() {
   local key t0 tmp pid
   key=$(sha256sum "$share/images.list" | cut -c1-16)
@@ -157,7 +160,8 @@ docker_disk() {
     check_disk "$need_gb_build"
     tmp=$(mktemp -d "$cache/dockerd.XXXXXX")
     dockerd_tmp=$tmp
-    dockerd --data-root "$tmp/root" --exec-root "$tmp/exec" --pidfile "$tmp/pid" -H "unix://$tmp/sock" \
+    unshare --net -- dockerd --data-root "$tmp/root" --exec-root "$tmp/exec" --pidfile "$tmp/pid" \
+      -H "unix://$tmp/sock" \
       --bridge=none --iptables=false --ip6tables=false --ip-masq=false --storage-driver=overlay2 \
       >"$tmp/log" 2>&1 &
     dockerd_pid=$!

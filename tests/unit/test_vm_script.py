@@ -1,11 +1,12 @@
 """scripts/vm.sh's bad inputs that need no QEMU run (issue 34): each exits non-zero with one line saying what
 happened. The host's tools are replaced where the case needs it (PATH with stand-ins: no QEMU and no way to install
-it, a disk with too little space); the paths that boot a guest are checked in the VM itself (issue 34's audit,
-/work/notes/issue34-audit.md)."""
+it, a disk with too little space); the paths that boot a guest are checked by running it (scripts/test.sh with
+QUICLAB_TEST_VM=on)."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -85,3 +86,15 @@ def test_not_enough_disk(tmp_path):
     done = vm("run", "--", "true", path=path, tmp=tmp_path)
     assert done.returncode == 2
     assert one_line(done) == f"error: not enough disk for the VM: 3 GB free under {tmp_path / 'cache'}, 4 GB needed"
+
+
+def test_the_private_dockerd_cannot_touch_the_hosts_bridge():
+    """vm.sh loads the guest's images with a private dockerd run with --bridge=none, and dockerd then deletes any
+    interface named docker0 it can see (moby's removeDefaultBridgeInterface): on 2026-11-27 that was the host
+    Docker's own bridge, and every later `docker run` on the default network failed. Each dockerd vm.sh starts runs
+    in a network namespace of its own. (Checked on the host that day: docker0 kept its ifindex across a rebuild of
+    the guest's Docker data root.)"""
+    starts = [ln for ln in VM.read_text().splitlines()
+              if re.search(r"(^|\s)dockerd --", ln) and not ln.lstrip().startswith("#")]
+    assert starts, "vm.sh starts no private dockerd any more: update this test"
+    assert all("unshare --net -- dockerd " in ln for ln in starts), starts
