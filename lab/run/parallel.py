@@ -8,7 +8,7 @@ units the coordinator hands it one at a time, and the plan's shuffled order is s
 randomized across labs, and no lab idles while another has a backlog. A unit is a (point, repeat) group, so the
 protocols of a sweep's paired comparison (one link seed) run on one lab; a group of more than UNIT_RUNS runs (a stack
 matrix's ~94 pairs and baselines at one seed) is dealt in near-equal chunks of its shuffled runs instead, because 5
-such groups over 4 labs would leave the fifth on one lab alone for a third of the sweep. A chunk's runs keep their
+such groups over 4 labs leave the fifth on one lab alone while the others idle. A chunk's runs keep their
 group's link seed, so the pairing (lab/stats/verdict.py: partners on the same seed) holds across labs, whose
 software and link are identical; each run records its `lab_instance`. The worker sends each finished record back; the
 coordinator writes the one ordinary sweep folder (runs.csv, every run tagged with its `lab_instance`; the
