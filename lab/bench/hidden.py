@@ -210,6 +210,12 @@ def _signed(x: float) -> str:
     return f"{x - 1:+.1%}" if abs(x - 1) < 0.095 else f"{x - 1:+.0%}"
 
 
+def _verdicts(got: Sequence[RatioInterval | None]) -> dict[str, int]:
+    """How many links each interval verdict has (links without an interval not counted)."""
+    return {v: sum(1 for ri in got if ri is not None and ri.verdict() == v)
+            for v in ("within", "beyond", "undetermined")}
+
+
 def markdown(scores: Sequence[Score], held_out: str, runs: dict[int, tuple[Runs, Runs]] | None = None) -> str:
     """Every hidden link with its true and fitted parameters and the held-out sender's figures on both, then the
     summary against the acceptance bounds. With each link's runs (`runs`: index -> (hidden, fitted) throughputs)
@@ -239,8 +245,7 @@ def markdown(scores: Sequence[Score], held_out: str, runs: dict[int, tuple[Runs,
     if shown:
         got = [intervals.get(s.link.index) for s in scores]
         levels = sorted({f"{ri.level:.1%}" for ri in got if ri is not None})
-        count = {v: sum(1 for ri in got if ri is not None and ri.verdict() == v)
-                 for v in ("within", "beyond", "undetermined")}
+        count = _verdicts(got)
         lines += ["", f"The interval of {held_out}'s fitted / hidden median throughput (each side's order-statistic "
                       f"interval of its median, the ratio's far ends; level at least {' / '.join(levels)}) lies within "
                       f"±{WORST_BOUND:.0%} on {count['within']} links, wholly beyond it on {count['beyond']}, and "
@@ -286,8 +291,7 @@ def sentence(doc: dict[str, Any], runs: dict[int, tuple[Runs, Runs]] | None, src
             f"{verdict} the bounds (median {MEDIAN_BOUND:.0%}, no link beyond {WORST_BOUND:.0%})")
     got = [ratio_interval(*r) for r in (runs or {}).values()]
     if any(ri is not None for ri in got):
-        within = sum(1 for ri in got if ri is not None and ri.verdict() == "within")
-        spans = sum(1 for ri in got if ri is not None and ri.verdict() == "undetermined")
-        text += (f"; the runs' interval places {within} links within ±{WORST_BOUND:.0%} and leaves {spans} "
-                 "undetermined")
+        count = _verdicts(got)
+        text += (f"; the runs' interval places {count['within']} links within ±{WORST_BOUND:.0%} and leaves "
+                 f"{count['undetermined']} undetermined")
     return text + ".\n"

@@ -77,10 +77,12 @@ def explain(inp: RunInputs) -> Explanation:
     c_from = [r for r in inp.client_rows if r.src == client_ip]
     req = next((r for r in c_from if _is_request(r, transport)), None)
     if req is None:
-        stalled = closing.stalled_handshake(inp.client_rows, client_ip) if transport == "quic" else None
-        closed = closing.error_close(inp.client_rows, client_ip, None) if transport == "quic" else None
-        bad.why = stalled or closed or ("the capture could not be decrypted: no HTTP request is visible in it "
-                                        "(keys.log missing, empty or not this connection's)")
+        said = None
+        if transport == "quic":
+            said = (closing.stalled_handshake(inp.client_rows, client_ip)
+                    or closing.error_close(inp.client_rows, client_ip, None))
+        bad.why = said or ("the capture could not be decrypted: no HTTP request is visible in it (keys.log missing, "
+                           "empty or not this connection's)")
         return bad
     down = up = None
     if inp.server_side:
@@ -111,10 +113,10 @@ def explain(inp: RunInputs) -> Explanation:
     if transport == "tcp" and inp.sender_socket:
         e.sender_kernel = ss.kernel(ss.parse(inp.sender_socket))
     e.reasons = _reasons(e, inp)
-    closed = closing.error_close(inp.client_rows, client_ip, req.time) if transport == "quic" else None
-    if closed:  # the server's error close outranks how the transfer went; the client's own comes last
-        server = (c := closing.first_error(inp.client_rows, client_ip)) is not None and c.side == "server"
-        e.reasons.insert(0 if server else len(e.reasons), Reason(text=closed, cost_ms=None))
+    close = closing.first_error(inp.client_rows, client_ip) if transport == "quic" else None
+    if close is not None:  # the server's error close outranks how the transfer went; the client's own comes last
+        text = closing.describe(close, inp.client_rows, client_ip, req.time)
+        e.reasons.insert(0 if close.side == "server" else len(e.reasons), Reason(text=text, cost_ms=None))
     return e
 
 

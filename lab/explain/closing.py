@@ -67,8 +67,11 @@ def first_error(rows: Sequence[Row], client_ip: str) -> Close | None:
 def error_close(rows: Sequence[Row], client_ip: str, request_time: float | None) -> str | None:
     """The first close with an error, said as a reason (None when every close was a clean one, or none was seen)."""
     bad = first_error(rows, client_ip)
-    if bad is None:
-        return None
+    return None if bad is None else describe(bad, rows, client_ip, request_time)
+
+
+def describe(bad: Close, rows: Sequence[Row], client_ip: str, request_time: float | None) -> str:
+    """A close said as a reason: who, when after the request, the code named, the HTTP/3 frames sent before it."""
     when = (" before any request" if request_time is None
             else f" {(bad.time - request_time) * 1000:.1f} ms after the client's request" if bad.time >= request_time
             else f" {(request_time - bad.time) * 1000:.1f} ms before the client's request")
