@@ -214,6 +214,19 @@ class Registry:
                    if i.role == role]
         return tuple(dict.fromkeys(ordered))
 
+    def quic_ports(self) -> tuple[int, ...]:
+        """Every UDP port a server of the registry listens on with QUIC (its port, its qlog instance's, its
+        per-congestion-control instances'), ascending: what a capture's reader decodes as QUIC
+        (lab/evidence/tshark.py)."""
+        ports: set[int] = set()
+        for i in self.implementations.values():
+            if i.role != "server" or "h3" not in i.protocols:
+                continue
+            ports.update(p for p in (i.port or 443, i.qlog.port if i.qlog else None) if p)
+            if i.sender_cc.quic is not None:
+                ports.update(i.sender_cc.quic.ports.values())
+        return tuple(sorted(ports))
+
     def migrating(self) -> frozenset[str]:
         """The clients that can move their own connection to a new path (`migrates = true`)."""
         return frozenset(n for n, i in self.implementations.items() if i.role == "client" and i.migrates)

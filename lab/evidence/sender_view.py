@@ -11,7 +11,7 @@ from pathlib import Path
 from lab import config, docker
 from lab.endpoints.registry import Implementation
 from lab.errors import QuiclabError
-from lab.evidence import loss_response, pcap
+from lab.evidence import loss_response, pcap, tshark
 from lab.evidence.capture import Evidence
 from lab.link import router
 from lab.link.counters import Snapshot
@@ -59,7 +59,7 @@ def _analyse(ev: Evidence, server: Implementation, protocol: Protocol,
 
 def _tshark_fields(capture: Path, keys: Path, port: int) -> str:
     """tshark's decrypted QUIC fields (loss_response.TSHARK_FIELDS) for a capture, run in the router (QUIC on
-    `port`: tshark knows only 443 as QUIC by itself)."""
+    `port`, and every QUIC port of the registry: tshark finds QUIC only by a heuristic; lab/evidence/tshark.py)."""
     work = f"/tmp/quiclab-tshark-{uuid.uuid4().hex[:10]}"
     try:
         router.run("mkdir", "-p", work)
@@ -67,7 +67,7 @@ def _tshark_fields(capture: Path, keys: Path, port: int) -> str:
         docker.copy_to(keys, config.ROUTER_CONTAINER, f"{work}/keys.log")
         fields = [x for f in loss_response.TSHARK_FIELDS for x in ("-e", f)]
         argv = ["tshark", "-n", "-r", f"{work}/c.pcap", "-o", f"tls.keylog_file:{work}/keys.log",
-                "-d", f"udp.port=={port},quic", "-Y", "quic", "-T", "fields", *fields,
+                *tshark.decode_as(), "-d", f"udp.port=={port},quic", "-Y", "quic", "-T", "fields", *fields,
                 "-E", "occurrence=a", "-E", "aggregator=;"]
         return docker.exec_in(config.ROUTER_CONTAINER, argv, timeout_s=TSHARK_TIMEOUT_S)
     except QuiclabError:  # DockerError too

@@ -105,7 +105,7 @@ def analyze(rows: list[list[str]], client_ip: str, early: bool) -> SessionVerdic
     return v
 
 
-def inspect(pcap: Path, keylog: Path, client_ip: str) -> list[list[str]]:
+def inspect(pcap: Path, keylog: Path | None, client_ip: str) -> list[list[str]]:
     """tshark's FIELDS rows of the decrypted capture (tshark runs in the router)."""
     out = tshark.run(pcap, keylog, ["-Y", f"ip.addr == {client_ip}", "-T", "fields", "-E", "separator=/t",
                                     *(x for f in FIELDS for x in ("-e", f))], timeout_s=120)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lab import config, docker
+from lab.endpoints.registry import registry
 from lab.errors import EnvironmentProblem
 
 #: how long tshark may take over one run's capture at least (a 10 MB transfer's capture decodes in seconds here)
@@ -29,6 +30,14 @@ def deadline_s(pcap: Path) -> float:
     return max(TIMEOUT_S, SECONDS_PER_MB * size_mb)
 
 
+def decode_as() -> list[str]:
+    """tshark options that read the servers' QUIC ports as QUIC. tshark has no UDP port for QUIC: it finds QUIC by a
+    heuristic that runs only after the port table, so a client whose random source port is registered to another
+    protocol is read as that one (port 34980 is EtherCAT's: a resumed connection from it vanished from a
+    capture's handshakes, CI 2026-11-27). A port in the table wins when it is the lower of the two, as 443 is."""
+    return [x for p in registry().quic_ports() for x in ("-d", f"udp.port=={p},quic")]
+
+
 def run(pcap: Path, keylog: Path | None, args: Sequence[str], timeout_s: float | None = None) -> str:
     """tshark's output for `tshark -n -r PCAP [-o tls.keylog_file:KEYS] ARGS...` in the router (within
     `timeout_s`, by default `deadline_s(pcap)`). A failure is an EnvironmentProblem naming the capture (and, when the
@@ -41,7 +50,8 @@ def run(pcap: Path, keylog: Path | None, args: Sequence[str], timeout_s: float |
         docker.copy_to(pcap, config.ROUTER_CONTAINER, rp)
         if keylog is not None:
             docker.copy_to(keylog, config.ROUTER_CONTAINER, rk)
-        return docker.exec_in(config.ROUTER_CONTAINER, ["tshark", "-n", "-r", rp, *keys, *args], timeout_s=timeout_s)
+        return docker.exec_in(config.ROUTER_CONTAINER, ["tshark", "-n", "-r", rp, *keys, *decode_as(), *args],
+                              timeout_s=timeout_s)
     except docker.DockerError as e:
         why = e.reason(200)
         hint = (": tshark runs in the lab's router, bring the lab up first (quiclab up)"

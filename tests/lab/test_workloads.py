@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.evidence import sessions
 from lab.results import objects_csv as objects_file
 from lab.results.schema import RunRecord, read_runs
 from tests.lab.parts import require_part
@@ -113,3 +114,12 @@ def test_curl_tls13_resumption_over_tcp_proven_from_the_capture(lab_up, tmp_path
     assert h1.status == "ok", h1.failure
     assert h1.resumed is True and h1.handshakes == 2 and h1.connections == 2
     assert h2.status == "unsupported" and "HTTP/1.1 only" in h2.failure
+
+
+def test_a_client_port_registered_to_another_protocol_is_still_read_as_quic(lab_up):
+    # CI 2026-11-27: the resumed connection came from port 34980 (EtherCAT's) and tshark read it as EtherCAT, so the
+    # capture showed one handshake of two; lab/evidence/tshark.py decodes the servers' QUIC ports as QUIC
+    pcap = Path(__file__).parents[1] / "data" / "explain" / "initials-port-34980.pcap"
+    rows = sessions.inspect(pcap, None, "10.71.1.10")
+    assert [int(r[1]) for r in rows if r[1]] == [0, 1]  # two QUIC connections, both dissected
+    assert sessions.analyze(rows, "10.71.1.10", early=False).handshakes == 2
