@@ -370,7 +370,15 @@ run() {
   wait "$qemu_pid" 2>/dev/null || true
   qemu_pid=
   sleep 0.5; kill "$tail_pid" 2>/dev/null || true; tail_pid=
-  [ -f "$share/out/rc" ] || vm_fail "the guest stopped without the job's exit code: see $cache/console.log"
+  if [ ! -f "$share/out/rc" ]; then
+    # a Ctrl-C that reached QEMU while this script's own SIGINT is ignored (a `nohup ... &` launch: no trap runs)
+    local sig; sig=$(sed -n 's/.*terminating on signal \([0-9]*\).*/\1/p' "$cache/qemu.log" 2>/dev/null | head -n 1)
+    if [ -n "$sig" ]; then
+      cleanup; printf '%s!%s interrupted: QEMU was stopped by signal %s, the job did not finish\n' "$c_warn" "$c_off" "$sig" >&2
+      exit 130
+    fi
+    vm_fail "the guest stopped without the job's exit code: see $cache/console.log"
+  fi
   local rc; rc=$(cat "$share/out/rc")
   if [ -d "$share/out/results" ] && [ -n "$(ls -A "$share/out/results")" ]; then
     mkdir -p "$here/results/vm"
