@@ -106,8 +106,7 @@ BULK = [
 # netem (in the VM): 5 Mbit/s, TCP (HTTP/2) and QUIC. The VM runs under TCG here: its emulated CPU carried 8-15
 # Mbit/s of TLS (20 Mbit/s runs of 2026-11-26, 2 vCPUs: HTTP/2 0.60-0.75, HTTP/3 0.40-0.67 of the rate), so the
 # check stays at a rate the guest holds with room, not at the linkem variants' 20 and 100 Mbit/s.
-BULK_NETEM = [(Protocol.H2, "curl", "nginx", 5, 0.90), (Protocol.H3, "gtlsclient", "ngtcp2", 5, 0.90),
-              (Protocol.H3, "curl", "nginx", 5, 0.90)]
+BULK_NETEM = [(Protocol.H2, "curl", "nginx", 5, 0.90), (Protocol.H3, "curl", "nginx", 5, 0.90)]
 
 
 def _bulk_param(backend: str, p: Protocol, c: str, s: str, r: int, floor: float) -> object:
@@ -139,8 +138,11 @@ def _binomial_99(n: int, p: float) -> tuple[float, float]:
     return n * p - 2.576 * sd, n * p + 2.576 * sd
 
 
-@pytest.mark.parametrize("backend", SHAPERS, indirect=True)
-@pytest.mark.parametrize("loss_pct", [1, 5])
+# netem at 5 % only: its 1 % and 3 % are checked on real traffic by tests/lab/test_netem.py (the first packets
+# after each shape; the counters against the captures), and each check costs minutes in the TCG VM
+@pytest.mark.parametrize(("backend", "loss_pct"), [("linkem", 1), ("linkem", 5),
+                                                  pytest.param("netem", 5, marks=pytest.mark.netem)],
+                         indirect=["backend"])
 def test_bernoulli_loss_inside_binomial_interval(backend, loss_pct):
     n = 20_000
     shape(backend, loss=f"{loss_pct}%", seed=loss_pct)

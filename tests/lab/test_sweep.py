@@ -94,20 +94,20 @@ def test_quick_preset_produces_every_artifact(lab_up, tmp_path):
 
 @pytest.mark.netem
 def test_quick_sweep_under_netem_end_to_end(lab_up, tmp_path):
-    """The quick preset (2 repeats) with netem forced, on a kernel that has it (the VM of scripts/test.sh): every
-    run ok and shaped by netem, netem's counters in every row (random-loss drops only where there is loss), the
-    report and its plots written."""
+    """The quick preset (1 repeat: in the TCG VM a 12-run sweep with its report took over 9 min) with netem forced,
+    on a kernel that has it (the VM of scripts/test.sh): every run ok and shaped by netem, netem's counters in every
+    row (random-loss drops only where there is loss), the report and its plots written."""
     from lab.link import router
     if not router.has_netem():
         pytest.skip("this kernel has no sch_netem: the netem variant runs in a VM with a stock kernel "
                     "(scripts/vm.sh; QUICLAB_TEST_VM=on bash scripts/test.sh runs it there)")
-    r = quiclab("sweep", "quick", "--shaper", "netem", "--repeats", "2", "--out", str(tmp_path), timeout=1800)
+    r = quiclab("sweep", "quick", "--shaper", "netem", "--repeats", "1", "--out", str(tmp_path), timeout=1800)
     assert r.returncode == 0, r.stderr[-3000:]
     folder = only_folder(tmp_path)
     for name in ("runs.csv", "manifest.json", "summary.md", "report.html", "plots/goodput.png"):
         assert (folder / name).stat().st_size > 0, name
     runs = store.load_runs(folder)
-    assert len(runs) == 12 and all(r.status == "ok" for r in runs), [(r.run_key, r.failure) for r in runs]
+    assert len(runs) == 6 and all(r.status == "ok" for r in runs), [(r.run_key, r.failure) for r in runs]
     assert {r.shaper for r in runs} == {"netem"}
     for run in runs:
         assert run.link_down_sent_pkts and run.link_up_sent_pkts and run.link_down_loss_drops is not None, run
