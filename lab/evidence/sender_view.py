@@ -67,7 +67,7 @@ def _tshark_fields(capture: Path, keys: Path, port: int) -> str:
         docker.copy_to(keys, config.ROUTER_CONTAINER, f"{work}/keys.log")
         fields = [x for f in loss_response.TSHARK_FIELDS for x in ("-e", f)]
         argv = ["tshark", "-n", "-r", f"{work}/c.pcap", "-o", f"tls.keylog_file:{work}/keys.log",
-                *tshark.decode_as(), "-d", f"udp.port=={port},quic", "-Y", "quic", "-T", "fields", *fields,
+                *tshark.decode_as(port), "-Y", "quic", "-T", "fields", *fields,
                 "-E", "occurrence=a", "-E", "aggregator=;"]
         return docker.exec_in(config.ROUTER_CONTAINER, argv, timeout_s=TSHARK_TIMEOUT_S)
     except QuiclabError:  # DockerError too

@@ -30,12 +30,13 @@ def deadline_s(pcap: Path) -> float:
     return max(TIMEOUT_S, SECONDS_PER_MB * size_mb)
 
 
-def decode_as() -> list[str]:
+def decode_as(*extra: int) -> list[str]:
     """tshark options that read the servers' QUIC ports as QUIC. tshark has no UDP port for QUIC: it finds QUIC by a
     heuristic that runs only after the port table, so a client whose random source port is registered to another
     protocol is read as that one (port 34980 is EtherCAT's: a resumed connection from it vanished from a
     capture's handshakes, CI 2026-11-27). A port in the table wins when it is the lower of the two, as 443 is."""
-    return [x for p in registry().quic_ports() for x in ("-d", f"udp.port=={p},quic")]
+    ports = sorted({*registry().quic_ports(), *extra})  # (`extra`: a run's own port, once)
+    return [x for p in ports for x in ("-d", f"udp.port=={p},quic")]
 
 
 def run(pcap: Path, keylog: Path | None, args: Sequence[str], timeout_s: float | None = None) -> str:
