@@ -268,7 +268,7 @@ cleanup() {
   fi
   qemu_pid=
 }
-interrupted() { cleanup; printf '%s!%s interrupted: the VM was stopped\n' "$c_warn" "$c_off" >&2; exit 130; }
+interrupted() { cleanup; printf '%s!%s interrupted: %s\n' "$c_warn" "$c_off" "${1:-the VM was stopped}" >&2; exit 130; }
 
 # A QEMU left by a scripts/vm.sh that was killed outright (SIGKILL: no trap ran). It does not hold the lock (QEMU
 # gets no copy of its descriptor), so the lock is ours and the QEMU in the pid file, if it is this cache's, is stale.
@@ -373,10 +373,7 @@ run() {
   if [ ! -f "$share/out/rc" ]; then
     # a Ctrl-C that reached QEMU while this script's own SIGINT is ignored (a `nohup ... &` launch: no trap runs)
     local sig; sig=$(sed -n 's/.*terminating on signal \([0-9]*\).*/\1/p' "$cache/qemu.log" 2>/dev/null | head -n 1)
-    if [ -n "$sig" ]; then
-      cleanup; printf '%s!%s interrupted: QEMU was stopped by signal %s, the job did not finish\n' "$c_warn" "$c_off" "$sig" >&2
-      exit 130
-    fi
+    [ -n "$sig" ] && interrupted "QEMU was stopped by signal $sig, the job did not finish"
     vm_fail "the guest stopped without the job's exit code: see $cache/console.log"
   fi
   local rc; rc=$(cat "$share/out/rc")
