@@ -79,6 +79,27 @@ def _not_installed() -> EnvironmentProblem:
     return EnvironmentProblem(f"the docker command is not installed: {SETUP_HINT}")
 
 
+#: How often Docker runs each container's health check on a real host, and how long one may take
+#: (docker-compose.yml, x-health).
+HEALTH_INTERVAL_S = 30.0
+HEALTH_TIMEOUT_S = 5.0
+ENV_HEALTH_INTERVAL = "QUICLAB_HEALTH_INTERVAL"
+ENV_HEALTH_TIMEOUT = "QUICLAB_HEALTH_TIMEOUT"
+
+
+def compose_environment() -> None:
+    """What docker-compose.yml reads from this process's environment: the lab's number (every name derives from
+    QUICLAB_INSTANCE as this process's do, lab/instance.py; empty for the default lab, never "0") and the timing
+    of Docker's health checks, scaled as every deadline of the lab's own machinery is (config.deadline): each check
+    is a `docker exec` (~75-250 ms on this host), QUICLAB_SLOW times slower under emulation. So a check may take
+    that much longer (in the TCG VM, Docker's 3 s of the images' own HEALTHCHECK ran out three times in a row and
+    called a working router unhealthy, which stopped a sweep), and runs that many times as seldom, keeping the
+    share of the CPU it has on a real host."""
+    os.environ[config.ENV_INSTANCE] = config.INSTANCE.tag
+    os.environ[ENV_HEALTH_INTERVAL] = f"{config.deadline(HEALTH_INTERVAL_S):.0f}s"
+    os.environ[ENV_HEALTH_TIMEOUT] = f"{config.deadline(HEALTH_TIMEOUT_S):.0f}s"
+
+
 @cache
 def client(profiles: tuple[str, ...] = ()) -> DockerClient:
     """The lab's compose project; `profiles` also enables optional services (e.g. grafana). For this module and
@@ -86,9 +107,7 @@ def client(profiles: tuple[str, ...] = ()) -> DockerClient:
     python-on-whales' own exceptions."""
     if shutil.which("docker") is None:
         raise EnvironmentProblem(f"the docker command is not installed: {SETUP_HINT}")
-    # docker-compose.yml derives every name from QUICLAB_INSTANCE as this process does (lab/instance.py); compose
-    # reads it from the environment first, so it sees this lab's number (empty for the default lab, never "0").
-    os.environ[config.ENV_INSTANCE] = config.INSTANCE.tag
+    compose_environment()
     return DockerClient(
         compose_files=[config.COMPOSE_FILE],
         compose_project_name=config.PROJECT,
@@ -259,7 +278,7 @@ def compose_build(services: tuple[str, ...], profiles: tuple[str, ...], echo: Ca
                   ) -> tuple[int, str]:
     """`docker compose build SERVICES` with the given profiles, its output passed line by line to `echo` (progress
     of a long build) and kept; returns (exit code, output). Killed at BUILD_TIMEOUT_S (exit code -9)."""
-    os.environ[config.ENV_INSTANCE] = config.INSTANCE.tag
+    compose_environment()
     argv = [PROGRAM, "compose", "-f", str(config.COMPOSE_FILE), "--project-directory", str(config.ROOT),
             "-p", config.PROJECT, *(a for p in profiles for a in ("--profile", p)), "--progress", "plain",
             "build", *services]

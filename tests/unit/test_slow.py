@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lab import agent, config, docker, lab
 from lab.errors import EnvironmentProblem, UsageError
@@ -179,3 +180,27 @@ def test_the_host_never_sets_the_factor_only_the_vm_guest_does():
         assert "QUICLAB_SLOW" not in (ROOT / script).read_text(), script
     vm = (ROOT / "scripts/vm.sh").read_text()
     assert "export QUICLAB_SLOW" in vm.split("cat >\"$share/job.sh\"")[1], "the guest's job exports it"
+
+
+def test_health_checks_are_timed_as_slow_as_the_machine_is(env):
+    """Docker's periodic health checks (a `docker exec` each) may take QUICLAB_SLOW times as long under emulation
+    and run that many times as seldom; every long-running service of docker-compose.yml whose image or service has
+    a check takes both from the lab (the TCG VM's router was called unhealthy on the images' own 3 s)."""
+    for name in (docker.ENV_HEALTH_INTERVAL, docker.ENV_HEALTH_TIMEOUT, config.ENV_INSTANCE):  # restored after
+        env.delenv(name, raising=False)
+    docker.compose_environment()
+    assert (os.environ[docker.ENV_HEALTH_INTERVAL], os.environ[docker.ENV_HEALTH_TIMEOUT]) == ("30s", "5s")
+    env.setenv(config.ENV_SLOW, "10")
+    docker.compose_environment()
+    assert (os.environ[docker.ENV_HEALTH_INTERVAL], os.environ[docker.ENV_HEALTH_TIMEOUT]) == ("300s", "50s")
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    checked_images = {p.parent.name for p in (ROOT / "images").glob("*/Dockerfile") if "HEALTHCHECK" in p.read_text()}
+    for name, service in services.items():
+        one_shot = service.get("restart") == "no" or name == "pki" or name.endswith("-route")
+        image = service.get("build", {}).get("dockerfile", "").split("/")[1:2]
+        if one_shot or not ("healthcheck" in service or set(image) & checked_images):
+            continue
+        check = service.get("healthcheck")
+        assert check is not None, f"{name}: its image's check runs on the image's own timing"
+        assert (check["interval"], check["timeout"]) == ("${QUICLAB_HEALTH_INTERVAL:-30s}",
+                                                         "${QUICLAB_HEALTH_TIMEOUT:-5s}"), name
