@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import base64
 import re
-import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from lab import config, docker
+from lab import config, docker, quantiles
 from lab.evidence.pcap import PROTO_UDP, read_pcap
 from lab.link import linkem, router
 from lab.link.model import Link
@@ -70,7 +69,12 @@ def still_in_force(link: Link) -> None:
 
 
 def median(xs: list[float]) -> float:
-    return statistics.median(xs)
+    return quantiles.median(xs)
+
+
+def lower_quartile(xs: list[float]) -> float:
+    """The lower quartile as the lab's calibration takes it (lab/quantiles.py)."""
+    return quantiles.quantile(xs, 0.25)
 
 
 #: udp_burst sends this many datagrams, then sleeps 1 ms: at most ~20,000 a second, which the router's tcpdump keeps
