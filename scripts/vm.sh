@@ -12,7 +12,8 @@
 # qcow2 overlay on it that persists between runs (the lab's images loaded into the guest's Docker, uv's cache): a
 # host image is saved (docker save) once per image ID and loaded into the guest only when the guest lacks that ID.
 # Files move through a virtio-9p share; the guest runs the job at boot and powers off. The project is the worktree's
-# tracked and untracked-but-not-ignored files (--head: `git archive HEAD`).
+# tracked and untracked-but-not-ignored files (--head: `git archive HEAD`, its commit recorded by the guest's sweeps, so
+# their folders can be published).
 #
 # Environment: QUICLAB_VM_SMP (vCPUs, default 2), QUICLAB_VM_CPUS (host cores QEMU is pinned to with taskset, e.g.
 # "1"; default none), QUICLAB_VM_MEM (MiB, default 4096), QUICLAB_VM_ACCEL (auto|kvm|tcg; auto tries KVM once per
@@ -198,8 +199,10 @@ stop_dockerd() {
 }
 
 share_project() {
+  rm -f "$share/project.commit"
   if [ "$from_head" = 1 ]; then
     git -C "$here" archive --format=tar HEAD >"$share/project.tar"
+    git -C "$here" rev-parse HEAD >"$share/project.commit"  # what the guest's sweeps record as their source
   else
     (cd "$here" && git ls-files -z --cached --others --exclude-standard | xargs -0 -r ls -d 2>/dev/null \
       | tar -cf "$share/project.tar" --no-recursion -T -)
@@ -239,6 +242,8 @@ say "$(wc -l <$h/images.list) lab images in place"
 rm -rf /root/quiclab && mkdir -p /root/quiclab && tar -xf $h/project.tar -C /root/quiclab || exit 97
 grep -v '^COMPOSE_PROFILES=' $h/project.env >/root/quiclab/.env 2>/dev/null
 cd /root/quiclab
+# run --head: the tree is `git archive` of this commit, recorded as the source of what it measures
+[ -f $h/project.commit ] && export QUICLAB_ARCHIVED_COMMIT=$(cat $h/project.commit)
 touch /tmp/job-start
 eval "set -- $(cat $h/cmd)"
 say "running: $*"

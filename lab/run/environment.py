@@ -174,12 +174,21 @@ def source_diff() -> str:
     return "".join(out)
 
 
+#: Set by scripts/vm.sh's guest job when the project there is `git archive` of this commit (run --head): a tree
+#: without a repository whose every file is that commit's, so what it measures can be published.
+ENV_ARCHIVED_COMMIT = "QUICLAB_ARCHIVED_COMMIT"
+
+
 def git(folder: Path | None = None, diff_name: str = SOURCE_DIFF) -> dict[str, Any]:
     """The project's commit, and whether its source had uncommitted changes; with `folder`, a dirty tree's whole
     diff is kept there as source.diff (named in the result with its SHA-256) so no folder is from unknown code."""
-    commit = _git("rev-parse", "HEAD").strip() or "unknown"
+    commit = _git("rev-parse", "HEAD").strip()
+    archived = os.environ.get(ENV_ARCHIVED_COMMIT, "").strip()
+    if not commit and re.fullmatch(r"[0-9a-f]{40}", archived) and not (config.ROOT / ".git").exists():
+        # no repository here: the project is `git archive` of that commit (scripts/vm.sh run --head), as committed
+        return {"commit": archived, "dirty": False, "tree": "git archive (scripts/vm.sh --head)"}
     dirty = bool(source_changes())
-    out: dict[str, Any] = {"commit": commit, "dirty": dirty}
+    out: dict[str, Any] = {"commit": commit or "unknown", "dirty": dirty}
     if dirty and folder is not None:
         diff = source_diff()
         (folder / diff_name).write_text(diff)

@@ -42,6 +42,32 @@ def test_a_clean_tree_is_clean_and_results_do_not_count(repo: Path, tmp_path: Pa
     assert not (folder / environment.SOURCE_DIFF).exists()
 
 
+def test_a_git_archive_in_the_vm_records_its_commit_and_nothing_else_does(repo: Path, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """scripts/vm.sh run --head moves `git archive HEAD` into the guest (no repository) and names the commit: the
+    guest's sweeps record it, clean, so their folders can be published; without it the source is unknown, and a
+    real repository's own state always wins over the variable."""
+    commit = _git(repo, "rev-parse", "HEAD").strip()
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    subprocess.run(f"git -C {repo} archive HEAD | tar -x -C {archive}", shell=True, check=True)
+    monkeypatch.setattr(config, "ROOT", archive)
+    monkeypatch.delenv(environment.ENV_ARCHIVED_COMMIT, raising=False)
+    assert environment.git() == {"commit": "unknown", "dirty": False}
+    monkeypatch.setenv(environment.ENV_ARCHIVED_COMMIT, commit)
+    g = environment.git()
+    assert (g["commit"], g["dirty"]) == (commit, False)
+    source = [p for p in publish.problems({"status": "complete", "git": g}, is_ancestor=lambda c: c == commit)
+              if "commit" in p]
+    assert not source, source
+    monkeypatch.setenv(environment.ENV_ARCHIVED_COMMIT, "not-a-commit")
+    assert environment.git()["commit"] == "unknown"
+    monkeypatch.setattr(config, "ROOT", repo)  # a repository: its own HEAD and state, the variable ignored
+    monkeypatch.setenv(environment.ENV_ARCHIVED_COMMIT, "0" * 40)
+    (repo / "code.py").write_text("x = 5\n")
+    assert environment.git() == {"commit": commit, "dirty": True}
+
+
 def test_a_dirty_tree_keeps_its_whole_diff_tracked_and_untracked(repo: Path, tmp_path: Path) -> None:
     (repo / "code.py").write_text("x = 2\n")
     (repo / "new_module.py").write_text("y = 3\n")
