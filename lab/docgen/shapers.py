@@ -69,7 +69,8 @@ def render(reference: Path, name: str, reasons_file: Path) -> str:
     if j is None:
         missing = ", ".join(f"`results/reference/{p.name}/`" for p in (a, b) if not (p / "runs.csv").is_file())
         return (f"*Not run yet: no {missing}. In the VM: `bash scripts/vm.sh run --head -- sh -c "
-                f"'uv run --frozen quiclab sweep {name} --shaper netem --out results/{name}-netem && "
+                f"'uv run --frozen quiclab up && "
+                f"uv run --frozen quiclab sweep {name} --shaper netem --out results/{name}-netem && "
                 f"uv run --frozen quiclab sweep {name} --shaper linkem --out results/{name}-linkem'`, "
                 f"then `quiclab publish` each folder "
                 f"as {name}-netem and {name}-linkem.*\n")
