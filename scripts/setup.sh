@@ -229,7 +229,9 @@ ensure_compose
 ensure_tools
 ensure_sysctls
 ensure_python
-ensure_base_images
+# The base images are only what images build FROM: with QUICLAB_SETUP_NO_BUILD=1 nothing is built (the lab's images
+# are there already, e.g. loaded into scripts/vm.sh's guest, where a debootstrap under emulation took minutes)
+[ "${QUICLAB_SETUP_NO_BUILD:-0}" = 1 ] || ensure_base_images
 if [ "${QUICLAB_SETUP_NO_UP:-0}" = 1 ]; then
   uv run --frozen quiclab build
 elif [ "${QUICLAB_SETUP_NO_BUILD:-0}" = 1 ]; then
