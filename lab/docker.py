@@ -92,9 +92,9 @@ def compose_environment() -> None:
     QUICLAB_INSTANCE as this process's do, lab/instance.py; empty for the default lab, never "0") and the timing
     of Docker's health checks, scaled as every deadline of the lab's own machinery is (config.deadline): each check
     is a `docker exec` (~75-250 ms on this host), QUICLAB_SLOW times slower under emulation. So a check may take
-    that much longer (in the TCG VM, Docker's 3 s of the images' own HEALTHCHECK ran out three times in a row and
-    called a working router unhealthy, which stopped a sweep), and runs that many times as seldom, keeping the
-    share of the CPU it has on a real host."""
+    that much longer (in the TCG VM, on the images' own 3 s, Docker called the guest's router unhealthy, most
+    likely timed out, and a sweep refused to start), and runs that many times as seldom, keeping the share of the
+    CPU it has on a real host."""
     os.environ[config.ENV_INSTANCE] = config.INSTANCE.tag
     os.environ[ENV_HEALTH_INTERVAL] = f"{config.deadline(HEALTH_INTERVAL_S):.0f}s"
     os.environ[ENV_HEALTH_TIMEOUT] = f"{config.deadline(HEALTH_TIMEOUT_S):.0f}s"
