@@ -173,16 +173,10 @@ NETEM_PROBE_DELAY_S = 0.001
 
 def _netem_probe(*, on: bool) -> None:
     ifs = router.interfaces()
-    for cmd in netem.clear_commands(ifs.client_side, ifs.server_side):
-        router.try_run(*cmd)
-    if not on:
-        return
     probe = Link(downlink=Direction(delay_s=NETEM_PROBE_DELAY_S), uplink=Direction(delay_s=NETEM_PROBE_DELAY_S))
-    for cmd in netem.plan(probe, ifs.client_side, ifs.server_side).commands:
-        code, err = router.try_run(*cmd)
-        if code != 0:
-            raise EnvironmentProblem(f"cannot measure the lab's own path through netem: tc failed ({err}) for: "
-                                     f"{' '.join(cmd)}")
+    commands = netem.plan(probe, ifs.client_side, ifs.server_side).commands if on else []
+    router.run_script(netem.apply_script(commands, ifs.client_side, ifs.server_side),
+                      "cannot measure the lab's own path through netem: tc failed")
 
 
 def load() -> dict[str, BasePath]:

@@ -13,7 +13,8 @@ uplink (toward the server) on the egress of the server-side interface. Per impai
                                                     (only with a rate and a queue discipline other than drop-tail)
 
 Applying a link = run `clear_commands()` (delete both root qdiscs; they fail harmlessly when nothing is
-installed, so their errors are ignored), then every command of `plan().commands`, each of which must succeed.
+installed, so their errors are ignored), then every command of `plan().commands`, each of which must succeed
+(`apply_script()`: all of it in one exec).
 The plan holds commands for impaired directions only: an unimpaired direction gets no netem at all, the clear
 left it with the interface's default qdisc. Starting from a clean slate makes the result independent of what
 was installed before (`replace` on the root alone would keep a stale tbf child).
@@ -105,6 +106,7 @@ Deviations from linkem (everything else has the same meaning):
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import dataclass
 from typing import Literal
 
@@ -188,6 +190,19 @@ def clear_commands(client_if: str, server_if: str) -> list[list[str]]:
     """Delete both root qdiscs (back to the default qdisc). With nothing installed they fail ("Error: Cannot
     delete qdisc with handle of zero."): the caller ignores errors of these."""
     return [["tc", "qdisc", "del", "dev", dev, "root"] for dev in (client_if, server_if)]
+
+
+def apply_script(commands: list[list[str]], client_if: str, server_if: str, *, kernel_path: bool = False) -> str:
+    """One bash script (one `docker exec` in the router: under emulation each exec costs the guest about a second)
+    that applies a plan: the kernel path first if asked (`quiclab-router path kernel`), then `clear_commands()`
+    (errors ignored), then every command, stopping at the first that fails with tc's own error and the failing
+    command on stderr, and its exit code."""
+    lines = ['step() { "$@" && return; c=$?; echo "for: $*" >&2; exit "$c"; }']
+    if kernel_path:
+        lines.append("step quiclab-router path kernel")
+    lines += [f"{shlex.join(cmd)} 2>/dev/null || :" for cmd in clear_commands(client_if, server_if)]
+    lines += [f"step {shlex.join(cmd)}" for cmd in commands]
+    return "\n".join(lines) + "\n"
 
 
 def unsupported_features(link: Link) -> list[str]:

@@ -68,6 +68,16 @@ def set_path(which: str) -> None:
     _path["now"] = which
 
 
+def run_script(script: str, failed: str, path_after: str | None = None) -> None:
+    """Run a bash script in the router in one exec (e.g. netem.apply_script()); on failure raise EnvironmentProblem
+    `failed: <its stderr>`. `path_after`: the path the script puts in force, remembered as set_path does."""
+    code, err = try_run("bash", "-c", script)
+    if code != 0:
+        raise EnvironmentProblem(f"{failed}: {' '.join(err.split()) or f'exit code {code}'}")
+    if path_after is not None:
+        _path["now"] = path_after
+
+
 def start_identity() -> str:
     """Identifies the router container's current start: its init process's start time (clock ticks since the host
     booted) and the host's boot id; changes whenever the router (re)starts."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from lab.errors import EnvironmentProblem, UsageError
+from lab.errors import UsageError
 from lab.link import calibrate, linkem, netem, router
 from lab.link.model import Link
 
@@ -63,19 +63,13 @@ def apply(link: Link, requested: str = "auto") -> tuple[Choice, Link]:
         in_force = linkem.apply(link, calibrate.path_delays("linkem"))
         if router.path() != "linkem":  # switching from kernel forwarding (and netem, if it shaped)
             if router.has_netem():
-                for cmd in netem.clear_commands(ifs.client_side, ifs.server_side):
-                    router.try_run(*cmd)
+                router.run_script(netem.apply_script([], ifs.client_side, ifs.server_side), "netem's qdiscs stayed")
             router.set_path("linkem")
         return choice, in_force
     plan = netem.plan(link, ifs.client_side, ifs.server_side, calibrate.path_delays("kernel"))
     linkem.apply(Link())  # linkem idles unimpaired while netem shapes (and if the path is switched back)
-    router.set_path("kernel")
-    for cmd in netem.clear_commands(ifs.client_side, ifs.server_side):
-        router.try_run(*cmd)
-    for cmd in plan.commands:
-        code, err = router.try_run(*cmd)
-        if code != 0:
-            raise EnvironmentProblem(f"tc failed ({err}) for: {' '.join(cmd)}")
+    router.run_script(netem.apply_script(plan.commands, ifs.client_side, ifs.server_side, kernel_path=True),
+                      "netem could not be put in force", path_after="kernel")
     return choice, link
 
 

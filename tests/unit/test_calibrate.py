@@ -72,7 +72,7 @@ def test_the_netem_path_is_measured_through_netem_and_its_probe_delay_taken_off(
     at = events.index("ping")
     assert any("netem" in e and "delay 1000us" in e and "dev c0" in e for e in events[:at])
     assert any("netem" in e and "delay 1000us" in e and "dev s0" in e for e in events[:at])
-    assert any(e.startswith("tc qdisc del") for e in events[at:]), "the probe's netem is removed after the pings"
+    assert any("tc qdisc del" in e for e in events[at:]), "the probe's netem is removed after the pings"
     assert not any("netem" in e and "delay" in e for e in events[at:])
     assert abs(bp.rtt_q25_s - 0.0008) < 0.00002  # the pings' lower quartile 2.8 ms minus 2 x 1 ms
     assert abs(bp.down_s - 0.0004) < 0.00001

@@ -5,6 +5,7 @@ from lab.link.model import Direction, GilbertElliott, Link, Outage
 from lab.link.netem import (
     NetemPlan,
     NetemUnsupported,
+    apply_script,
     classify_tc_error,
     clear_commands,
     netem_seed,
@@ -370,3 +371,41 @@ def test_queue_default_is_one_bdp_of_the_whole_path():
     link = parse_link({"rate": "100mbit"}, down={"delay": "40ms"}, up={"delay": "10ms"})
     assert link.queue_limit_bytes(link.downlink) == link.queue_limit_bytes(link.uplink) == 625000
     assert int(_opt(_tbf(plan(link, CLIENT, SERVER), SERVER), "limit")) == 625000
+
+
+def _run_apply_script(tmp_path, commands, fail_on: str = "") -> tuple[int, str, list[str]]:
+    """apply_script run by bash with stand-in `tc` and `quiclab-router` that log their arguments (and `tc` failing
+    where its arguments contain `fail_on`, as tc does: its error on stderr, exit code 2)."""
+    import os
+    import subprocess
+
+    log = tmp_path / "log"
+    for name in ("tc", "quiclab-router"):
+        stub = tmp_path / name
+        stub.write_text(f'#!/bin/bash\necho "{name} $*" >> {log}\n'
+                        + (f'[[ "$*" == *"{fail_on}"* ]] && {{ echo "Error: bad {fail_on}" >&2; exit 2; }}\n'
+                           if fail_on and name == "tc" else "")
+                        + ('[ "$2" = del ] && { echo "Error: Cannot delete qdisc with handle of zero." >&2; exit 2; }\n'
+                           if name == "tc" else "") + "exit 0\n")
+        stub.chmod(0o755)
+    script = apply_script(commands, "c0", "s0", kernel_path=True)
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False,
+                          env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
+    return done.returncode, done.stderr, log.read_text().splitlines()
+
+
+def test_the_apply_script_sets_the_path_clears_then_runs_every_command_in_one_go(tmp_path):
+    p = _plan({"rate": "5mbit", "delay": "10ms"})
+    code, err, ran = _run_apply_script(tmp_path, p.commands)
+    assert code == 0 and err == ""  # the clears' "nothing to delete" errors are ignored (and not shown)
+    assert ran == ["quiclab-router path kernel", "tc qdisc del dev c0 root", "tc qdisc del dev s0 root",
+                   *(" ".join(c) for c in p.commands)]
+
+
+def test_the_apply_script_stops_at_the_first_failing_command_and_names_it(tmp_path):
+    p = _plan({"rate": "5mbit", "delay": "10ms"})
+    code, err, ran = _run_apply_script(tmp_path, p.commands, fail_on="tbf")
+    tbf = next(i for i, c in enumerate(p.commands) if "tbf" in c)
+    assert code == 2
+    assert "Error: bad tbf" in err and f"for: {' '.join(p.commands[tbf])}" in err
+    assert ran[3:] == [" ".join(c) for c in p.commands[:tbf + 1]]  # nothing after the failure ran
