@@ -300,7 +300,7 @@ start_qemu() {  # $1 = kvm|tcg
   : >"$cache/console.log"
   ${cpus:+taskset -c "$cpus"} qemu-system-x86_64 -machine "$machine" -cpu "$cpu" -smp "$smp" -m "$mem" \
     -display none -monitor none -no-reboot -nodefaults -serial "file:$cache/console.log" \
-    -kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "root=/dev/vda rw console=ttyS0 quiet" \
+    -kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "root=/dev/vda rw console=ttyS0 quiet panic=5" \
     -drive "file=$state,if=virtio,format=qcow2,cache=unsafe" \
     -drive "file=$rundisk,if=virtio,format=qcow2,cache=unsafe" \
     -netdev user,id=n0 -device virtio-net-pci,netdev=n0 \
@@ -379,6 +379,10 @@ run() {
     # a Ctrl-C that reached QEMU while this script's own SIGINT is ignored (a `nohup ... &` launch: no trap runs)
     local sig; sig=$(sed -n 's/.*terminating on signal \([0-9]*\).*/\1/p' "$cache/qemu.log" 2>/dev/null | head -n 1)
     [ -n "$sig" ] && interrupted "QEMU was stopped by signal $sig, the job did not finish"
+    # a guest kernel panic reboots it after 5 s (panic=5), which ends QEMU (-no-reboot): not left to the timeout
+    local panic; panic=$(grep -a -m1 -o 'Kernel panic - not syncing: .*' "$cache/console.log" 2>/dev/null | tr -d '\r')
+    [ -n "$panic" ] && vm_fail "the guest's kernel panicked ($panic; $cache/console.log), the job did not finish; \
+the folders it had written are on the guest disk $state until the next run (docs/link.md, netem in a VM)"
     vm_fail "the guest stopped without the job's exit code: see $cache/console.log"
   fi
   local rc; rc=$(cat "$share/out/rc")
