@@ -193,10 +193,10 @@ def clear_commands(client_if: str, server_if: str) -> list[list[str]]:
 
 
 def apply_script(commands: list[list[str]], client_if: str, server_if: str, *, kernel_path: bool = False) -> str:
-    """One bash script (one `docker exec` in the router: under emulation each exec costs the guest about a second)
-    that applies a plan: the kernel path first if asked (`quiclab-router path kernel`), then `clear_commands()`
-    (errors ignored), then every command, stopping at the first that fails with tc's own error and the failing
-    command on stderr, and its exit code."""
+    """One bash script (one `docker exec` in the router, where a command each was 3-7 execs per run: in an emulated VM
+    every exec is costly) that applies a plan: the kernel path first if asked (`quiclab-router path kernel`), then
+    `clear_commands()` (errors ignored), then every command, stopping at the first that fails with tc's own error
+    and the failing command on stderr, and its exit code."""
     lines = ['step() { "$@" && return; c=$?; echo "for: $*" >&2; exit "$c"; }']
     if kernel_path:
         lines.append("step quiclab-router path kernel")
