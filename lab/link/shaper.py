@@ -63,7 +63,8 @@ def apply(link: Link, requested: str = "auto") -> tuple[Choice, Link]:
         in_force = linkem.apply(link, calibrate.path_delays("linkem"))
         if router.path() != "linkem":  # switching from kernel forwarding (and netem, if it shaped)
             if router.has_netem():
-                router.run_script(netem.apply_script([], ifs.client_side, ifs.server_side), "netem's qdiscs stayed")
+                router.run_script(netem.apply_script([], ifs.client_side, ifs.server_side),
+                                  "netem's qdiscs could not be removed")
             router.set_path("linkem")
         return choice, in_force
     plan = netem.plan(link, ifs.client_side, ifs.server_side, calibrate.path_delays("kernel"))
