@@ -22,6 +22,7 @@ import math
 import shlex
 import subprocess
 import tempfile
+import threading
 import time
 from typing import IO, Any
 
@@ -50,6 +51,9 @@ class Agent:
         self._proc = docker.Stream(docker.exec_args(container, self.serve, interactive=True, env=env),
                                    deadline_s=None, stdin=True, stdout=subprocess.PIPE, stderr=self._stderr)
         self._next_id = 0
+        # One request at a time: a request and its answer are lines on one pipe, so two threads' requests (a sweep's
+        # run and its adverse event's rate step, both in the router) must not interleave.
+        self._lock = threading.Lock()
         hello = self._read_line(time.monotonic() + config.deadline(START_TIMEOUT_S))
         if hello is None or json.loads(hello).get("agent") != "quiclab-agent":
             self.close()
@@ -83,7 +87,11 @@ class Agent:
 
     def call(self, argv: list[str], timeout_s: float) -> tuple[int, str, str]:
         """Run argv through the agent; `timeout_s` is already this machine's (config.deadline: `run` scales it):
-        the agent ends the command when it passes, and the answer is awaited a second longer."""
+        the agent ends the command when it passes, and the answer is awaited a second longer. Threads take turns."""
+        with self._lock:
+            return self._call(argv, timeout_s)
+
+    def _call(self, argv: list[str], timeout_s: float) -> tuple[int, str, str]:
         self._next_id += 1
         try:
             self._proc.send(self.request(argv, timeout_s))
@@ -158,7 +166,15 @@ _agents: dict[str, Agent] = {}
 _without: set[str] = set()  # containers whose image has no agent: one docker exec per command
 
 
+_starting = threading.Lock()  # two threads asking one container at once start one agent between them
+
+
 def _agent(container: str) -> Agent | None:
+    with _starting:
+        return _agent_locked(container)
+
+
+def _agent_locked(container: str) -> Agent | None:
     agent = _agents.get(container)
     if agent is not None and agent.alive:
         return agent
