@@ -1,15 +1,15 @@
 """How the lab runs a command in an endpoint container for a measurement: `run(container, argv, timeout_s)`.
 
-Every transfer, page load or other per-run command in a client container goes through here. Where the container's
-image has `quiclab-agent` (images/client/agent.py), one long-lived `docker exec -i <container> quiclab-agent serve`
-per container carries every command of a sweep as JSON lines (one `docker exec` costs ~80 ms on a 2-core host; a
-request to the agent ~1 ms); in an image without it but with a POSIX shell and coreutils (the servers), a shell loop
-does the same (ShellAgent); elsewhere each command is one `docker exec`. The agent opens no port and holds no
-privileges. The contract is the same either way: returns the command's stdout (without the final newline); raises
-lab.docker.DockerError with the exit code and stderr when the command exits non-zero, and
-lab.docker.ExecTimeout when no answer comes in time. An agent that dies, does not answer in time or is cut off by
-Ctrl-C is discarded (a new one starts with the next command) and the command in flight is the lab's failure,
-never a result.
+Every transfer, page load or other per-run command in a client container goes through here, and every command to
+the router (lab/link/router.py). Where the container's image has `quiclab-agent` (images/client/agent.py), one
+long-lived `docker exec -i <container> quiclab-agent serve` per container carries every command of a sweep as JSON
+lines (one `docker exec` costs ~80 ms on a 2-core host; a request to the agent ~1 ms); in an image without it but
+with a POSIX shell and coreutils (the servers, the router), a shell loop does the same (ShellAgent); elsewhere each
+command is one `docker exec`. The agent opens no port and holds no privileges. The contract is the same either
+way: returns the command's stdout (without the final newline); raises lab.docker.DockerError with the exit code and
+stderr when the command exits non-zero, and lab.docker.ExecTimeout when no answer comes in time. An agent that
+dies, does not answer in time or is cut off by Ctrl-C is discarded (a new one starts with the next command) and the
+command in flight is the lab's failure, never a result. Threads take turns on one agent.
 """
 
 from __future__ import annotations
