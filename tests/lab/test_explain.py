@@ -85,7 +85,7 @@ def test_a_captured_h2_and_h3_sweep_is_explained_run_by_run(lab_up, tmp_path, ba
     """With either shaper: under netem the emulator's counters are its qdiscs' (tc -s, lab/link/counters.py)."""
     if backend == "netem" and not router.has_netem():
         pytest.skip("this kernel has no sch_netem: the netem variant runs in a VM with a stock kernel "
-                    "(scripts/vm.sh; QUICLAB_TEST_VM=on bash scripts/test.sh runs it there)")
+                    "(scripts/vm.sh; bash scripts/test.sh runs it there)")
     folders: dict[str, Path] = {}
     for protocol, cc, rts in PROTOCOLS[backend]:
         folder = folders[protocol] = captured_sweep(tmp_path, protocol, cc, backend)

@@ -43,7 +43,7 @@ def backend(request: pytest.FixtureRequest, clean_link: None) -> str:
     name = getattr(request, "param", "linkem")
     if name == "netem" and not router.has_netem():
         pytest.skip("this kernel has no sch_netem: the netem variant runs in a VM with a stock kernel "
-                    "(scripts/vm.sh; QUICLAB_TEST_VM=on bash scripts/test.sh runs it there)")
+                    "(scripts/vm.sh; bash scripts/test.sh runs it there)")
     return name
 
 

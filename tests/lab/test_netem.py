@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.netem]
 def netem_link(clean_link: None) -> None:
     if not router.has_netem():
         pytest.skip("this kernel has no sch_netem: netem's checks run in a VM with a stock kernel "
-                    "(scripts/vm.sh; QUICLAB_TEST_VM=on bash scripts/test.sh runs them there)")
+                    "(scripts/vm.sh; bash scripts/test.sh runs them there)")
 
 
 def shape(**spec: object) -> Link:

@@ -100,7 +100,7 @@ def test_quick_sweep_under_netem_end_to_end(lab_up, tmp_path):
     from lab.link import router
     if not router.has_netem():
         pytest.skip("this kernel has no sch_netem: the netem variant runs in a VM with a stock kernel "
-                    "(scripts/vm.sh; QUICLAB_TEST_VM=on bash scripts/test.sh runs it there)")
+                    "(scripts/vm.sh; bash scripts/test.sh runs it there)")
     r = quiclab("sweep", "quick", "--shaper", "netem", "--repeats", "1", "--out", str(tmp_path), timeout=1800)
     assert r.returncode == 0, r.stderr[-3000:]
     folder = only_folder(tmp_path)

@@ -1,7 +1,7 @@
 """scripts/vm.sh's bad inputs that need no QEMU run (issue 34): each exits non-zero with one line saying what
 happened. The host's tools are replaced where the case needs it (PATH with stand-ins: no QEMU and no way to install
-it, a disk with too little space); the paths that boot a guest are checked by running it (scripts/test.sh with
-QUICLAB_TEST_VM=on)."""
+it, a disk with too little space); the paths that boot a guest are checked by running it (scripts/test.sh runs the
+netem group in it)."""
 
 from __future__ import annotations
 
