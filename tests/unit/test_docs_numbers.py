@@ -300,13 +300,11 @@ def test_the_readmes_opening_quotes_no_link_figure_without_committed_data() -> N
 
 
 def test_the_default_forwarding_the_docs_name_is_the_one_every_reference_folder_ran() -> None:
-    paths = sorted(REF.glob("*/manifest.json"))
-    manifests = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
-    kinds = {m.get("link_forwarding") for m in manifests if m.get("shaper") != "netem"} - {None}
+    manifests = {p.parent.name: json.loads(p.read_text(encoding="utf-8")) for p in REF.glob("*/manifest.json")}
+    kinds = {m.get("link_forwarding") for m in manifests.values() if m.get("shaper") != "netem"} - {None}
     assert kinds == {"threaded-napi"}, kinds
     # a folder shaped by netem (in the VM: docs/link.md) forwards in the kernel, as the README says
-    netem = {p.parent.name: m.get("link_forwarding") for p, m in zip(paths, manifests, strict=True)
-             if m.get("shaper") == "netem"}
+    netem = {name: m.get("link_forwarding") for name, m in manifests.items() if m.get("shaper") == "netem"}
     assert set(netem.values()) <= {"kernel (netem)"}, netem
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert all(f"{name}, shaped by netem" in readme for name in netem), netem
