@@ -70,6 +70,11 @@ def html_table(table: Table, css_class: str = "", header: bool = True) -> str:
     return f"<table{cls}>{head}<tbody>{body}</tbody></table>"
 
 
+#: The per-method plots of a sweep (lab/report/plots.py make_plots draws plots/NAME.{png,svg}); a stack matrix has its
+#: heatmap instead.
+METHOD_PLOTS = ("goodput", "time")
+
+
 def inline_svg(path: Path) -> str:
     """An SVG file as an inline element: XML prologue, doctype, metadata and fixed size removed."""
     if not path.is_file():
@@ -165,6 +170,15 @@ def _matrix_section(records: Sequence[RunRecord], manifest: dict[str, Any], fold
             "<ul>" + "".join(f"<li>{escape(w)}</li>" for w in why) + "</ul>" if why else "<p>None.</p>"]
 
 
+def _plots_section(records: Sequence[RunRecord], manifest: dict[str, Any], plot_dir: Path) -> list[str]:
+    """The per-method plots (none for a stack matrix: its heatmap is above) and each trace point's plot."""
+    method = [] if matrix.is_matrix(manifest) else [plot_dir / f"{name}.svg" for name in METHOD_PLOTS]
+    traced = [f for p in trace_points(records) if (f := plot_dir / f"{plot_stem(p)}.svg").is_file()]
+    if not method and not traced:
+        return []
+    return ["<h2>Plots</h2>", *(f'<div class="plot">{inline_svg(f)}</div>' for f in [*method, *traced])]
+
+
 def report_html(records: Sequence[RunRecord], manifest: ManifestLike, plot_dir: Path,
                 stats: SweepStats | None = None) -> str:
     """report.html from the records, the manifest, the plots in plot_dir and the records' statistics (computed here
@@ -183,11 +197,7 @@ def report_html(records: Sequence[RunRecord], manifest: ManifestLike, plot_dir: 
         else "<p>No HTTP/3 and TCP runs to compare.</p>",
         *_matrix_section(records, manifest, plot_dir.parent),
         *([w] if (w := why.section(plot_dir.parent, list(records))) else []),  # (explained runs only)
-        "<h2>Plots</h2>",
-        f'<div class="plot">{inline_svg(plot_dir / "goodput.svg")}</div>',
-        f'<div class="plot">{inline_svg(plot_dir / "time.svg")}</div>',
-        *(f'<div class="plot">{inline_svg(f)}</div>' for p in trace_points(records)
-          if (f := plot_dir / f"{plot_stem(p)}.svg").is_file()),
+        *_plots_section(records, manifest, plot_dir),
         "<h2>Transfer time and goodput per method</h2>", f'<p class="note">{escape(CI_NOTE)}</p>',
         html_table(stats_table(stats.groups)) if records else "<p>No runs.</p>",
         f'<p class="warn">{escape(drops)}</p>' if (drops := receiver_drops_note(records)) else "",

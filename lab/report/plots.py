@@ -19,6 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from lab.report.html import METHOD_PLOTS
 from lab.results.folder import Manifest, as_doc, write_atomic
 from lab.results.schema import RunRecord
 from lab.stats.stats import Dist, Est, GroupStats, method_label, protocol_label, summarize
@@ -228,7 +229,7 @@ def make_plots(records: Sequence[RunRecord], manifest: Manifest | Mapping[str, A
     groups = groups if groups is not None else summarize(records)
     title = str(manifest.get("name") or next((r.sweep for r in records), "sweep"))
     written = []
-    for metric in ("goodput", "time"):
+    for metric in METHOD_PLOTS:
         fig = _figure(groups, manifest, metric, title)
         for fmt in FORMATS:
             path = out_dir / f"{metric}.{fmt}"

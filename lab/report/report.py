@@ -10,7 +10,7 @@ from typing import Any
 from lab.errors import UsageError
 from lab.report import matrix
 from lab.report.heatmap import heatmap_svg
-from lab.report.html import report_html, shown_folder
+from lab.report.html import METHOD_PLOTS, report_html, shown_folder
 from lab.report.summary import (
     CI_NOTE,
     PAIR_COLUMNS,
@@ -82,7 +82,8 @@ class Built:
 
 def build(folder: Path) -> Built:
     """(Re)write folder/summary.md, folder/plots/{goodput,time}.{png,svg} and folder/report.html from runs.csv
-    and manifest.json, each read once, with the statistics computed once and passed to every writer."""
+    and manifest.json, each read once, with the statistics computed once and passed to every writer. A stack
+    matrix draws its heatmap (plots/matrix.svg) and table in place of the per-method goodput and time plots."""
     records, manifest = load_folder(folder)
     doc = manifest.doc()
     stats = sweep_stats(records)
@@ -92,7 +93,12 @@ def build(folder: Path) -> Built:
 
     summary = folder / SUMMARY
     write_atomic(summary, summary_text(records, doc, workloads=False, stats=stats))
-    plots = make_plots(records, doc, folder / PLOTS, stats.groups)
+    if matrix.is_matrix(doc):  # ~94 methods at one point: the heatmap is its figure, a marker per method is not
+        plots = []
+        for stale in (folder / PLOTS / f"{m}.{fmt}" for m in METHOD_PLOTS for fmt in ("png", "svg")):
+            stale.unlink(missing_ok=True)  # (drawn by an older report)
+    else:
+        plots = make_plots(records, doc, folder / PLOTS, stats.groups)
     plots += make_trace_plots(records, doc, folder / PLOTS)  # (only for points over a trace)
     extra = build_workloads(folder, records)
     if extra:

@@ -199,3 +199,21 @@ def test_colour_runs_from_red_to_green():
     assert colour(0.0) != colour(0.5) != colour(1.0)
     red, green = colour(0.0), colour(1.0)
     assert int(red[1:3], 16) > int(red[3:5], 16) and int(green[3:5], 16) > int(green[1:3], 16)
+
+
+def test_a_matrix_report_draws_the_heatmap_and_no_per_method_plots(tmp_path: Path):
+    """~94 methods at one point: a marker per method (plots/goodput, plots/time) is unreadable, so a matrix folder's
+    report draws its heatmap instead, and takes away those a report of an older version drew there."""
+    from lab.report.report import build_report
+
+    folder = tmp_path / "20261128-matrix-goodput"
+    (folder / "plots").mkdir(parents=True)
+    stale = folder / "plots" / "goodput.png"
+    stale.write_bytes(b"drawn by an older report")
+    store.rewrite_runs(folder, records())
+    (folder / "manifest.json").write_text(json.dumps({**scenario(), "name": "matrix-goodput", "status": "complete"}))
+    names = {p.relative_to(folder).as_posix() for p in build_report(folder)}
+    assert names == {"summary.md", "plots/matrix.svg", "matrix.md", "report.html"}
+    assert sorted(p.name for p in (folder / "plots").iterdir()) == ["matrix.svg"]
+    html = (folder / "report.html").read_text()
+    assert "Stack matrix (goodput link)" in html and "plot missing" not in html and "<h2>Plots</h2>" not in html
