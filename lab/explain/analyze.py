@@ -45,6 +45,7 @@ class RunInputs:
     counter_drops: tuple[int | None, int | None] = (None, None)  # the emulator's drops (down, up) over the run
     problems: list[str] = field(default_factory=list)  # e.g. a capture cut short: the run is not explainable
     sender_socket: str | None = None  # sender-socket.txt (ss as the sender's connections closed), TCP only
+    failed: bool = False  # the run did not transfer (runs.csv status failed or timeout)
 
 
 #: a run's last moments, beyond half its RTT, in which the emulator's counters (read as the transfer ends) and the
@@ -114,9 +115,11 @@ def explain(inp: RunInputs) -> Explanation:
         e.sender_kernel = ss.kernel(ss.parse(inp.sender_socket))
     e.reasons = _reasons(e, inp)
     close = closing.first_error(inp.client_rows, client_ip) if transport == "quic" else None
-    if close is not None:  # the server's error close outranks how the transfer went; the client's own comes last
+    if close is not None:  # the server's error close outranks how the transfer went, and so does the client's
+        # when the run failed (its close is the failure: e.g. quinn's reassembly limit); else the client's comes last
         text = closing.describe(close, inp.client_rows, client_ip, req.time)
-        e.reasons.insert(0 if close.side == "server" else len(e.reasons), Reason(text=text, cost_ms=None))
+        first = close.side == "server" or inp.failed
+        e.reasons.insert(0 if first else len(e.reasons), Reason(text=text, cost_ms=None))
     return e
 
 

@@ -44,9 +44,11 @@ class Close:
     kind: str  # "transport" or "application"
     code: int
     time: float
+    reason: str = ""  # the frame's reason phrase, as its sender wrote it
 
     def text(self) -> str:
-        return closecodes.named(f"{self.kind} error 0x{self.code:x}")
+        named = closecodes.named(f"{self.kind} error 0x{self.code:x}")
+        return f'{named}, reason "{self.reason}"' if self.reason else named
 
 
 def closes(rows: Sequence[Row], client_ip: str) -> list[Close]:
@@ -54,8 +56,8 @@ def closes(rows: Sequence[Row], client_ip: str) -> list[Close]:
     out = []
     for r in rows:
         side = "client" if r.src == client_ip else "server"
-        out += [Close(side, "transport", c, r.time) for c in r.close_transport]
-        out += [Close(side, "application", c, r.time) for c in r.close_app]
+        out += [Close(side, "transport", c, r.time, r.close_reason) for c in r.close_transport]
+        out += [Close(side, "application", c, r.time, r.close_reason) for c in r.close_app]
     return out
 
 

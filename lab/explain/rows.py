@@ -17,7 +17,8 @@ FIELDS = ("frame.number", "frame.time_epoch", "ip.src", "tcp.len", "tcp.seq", "t
           "quic.stream.offset", "quic.stream.length", "quic.ack.largest_acknowledged", "http3.frame_type",
           # (added later: a capture's output without them reads as empty)
           "http2.streamid", "tcp.stream", "tcp.window_size", "quic.frame_type", "tcp.ack", "quic.connection.number",
-          "quic.crypto.offset", "quic.crypto.length", "quic.cc.error_code", "quic.cc.error_code.app")
+          "quic.crypto.offset", "quic.crypto.length", "quic.cc.error_code", "quic.cc.error_code.app",
+          "quic.cc.reason_phrase")
 #: the columns every row must have (the first FIELDS); later ones may be missing in older output
 BASE_FIELDS = 25
 HS_FINISHED = 20
@@ -84,6 +85,7 @@ class Row:
     crypto_lengths: list[int] = field(default_factory=list)
     close_transport: list[int] = field(default_factory=list)  # CONNECTION_CLOSE (0x1c): transport error codes
     close_app: list[int] = field(default_factory=list)  # CONNECTION_CLOSE (0x1d): application error codes
+    close_reason: str = ""  # the CONNECTION_CLOSE's reason phrase (its sender's words; often empty)
 
     def streams(self) -> list[tuple[int, int, int]]:
         """(stream id, offset, length) of its STREAM frames. tshark leaves absent offsets out (a frame without the
@@ -130,7 +132,7 @@ def parse(text: str) -> list[Row]:
             tcp_window=(_ints(c[27]) or [None])[0], quic_frame_types=_ints(c[28]),
             tcp_ack=(_ints(c[29]) or [None])[0], quic_conn=(_ints(c[30]) or [None])[0],
             crypto_offsets=_ints(c[31]), crypto_lengths=_ints(c[32]), close_transport=_ints(c[33]),
-            close_app=_ints(c[34])))
+            close_app=_ints(c[34]), close_reason=c[35].strip()))
     return rows
 
 

@@ -134,6 +134,35 @@ def test_explain_puts_the_servers_error_close_first_and_the_clients_last(tmp_pat
         assert where.text.startswith(f"the {who} closed the connection "), [x.text for x in e.reasons]
 
 
+def test_a_failed_runs_own_close_by_the_client_comes_first_with_its_reason_phrase(tmp_path):
+    """quinn-client -> nginx (results/reference/matrix-goodput): the client ends the connection itself, INTERNAL_ERROR
+    "too many gaps in stream buffer" (quinn-proto's reassembly limit, hit under heavy loss): in a failed run that
+    close is the failure, so it is the first reason (what stands beside a matrix cell), with the sender's words."""
+    from dataclasses import replace
+
+    from lab.explain.folder import explain_run
+    from lab.explain.rows import client_of
+    from tests.unit.test_explain_analysis import copy_run, fixture_tshark
+
+    r, d = copy_run(tmp_path, "h3")
+    base = fixture_tshark(d / "client-side.pcap", d / "keys.log")
+    rows = parse(base)
+    cols = [str(rows[-1].number + 1), f"{rows[-1].time + 0.001:.6f}", client_of(rows)] + [""] * (len(FIELDS) - 3)
+    cols[33], cols[35] = "1", "too many gaps in stream buffer"
+    text = base.rstrip("\n") + "\n" + "\t".join(cols) + "\n"
+
+    def tshark(pcap, keys):
+        return text if pcap.name == "client-side.pcap" else fixture_tshark(pcap, keys)
+
+    said = 'transport error 0x1 (INTERNAL_ERROR), reason "too many gaps in stream buffer"'
+    failed = explain_run(replace(r, status="failed", failure="client exit code 1"), d, tshark)
+    assert failed.reasons[0].text.startswith("the client closed the connection "), [x.text for x in failed.reasons]
+    assert said in failed.reasons[0].text
+    ok = explain_run(r, d, tshark)  # a run that transferred: the client's close is a footnote
+    assert ok.reasons[-1].text.startswith("the client closed the connection ") and said in ok.reasons[-1].text
+    assert not ok.reasons[0].text.startswith("the client closed")
+
+
 def test_a_hello_the_server_answered_only_when_resent_is_named():
     rows = fragmented_hello()  # two flights of the ClientHello, an ACK, a third resend
     rows.append(initial(3.2, S, [(0, 90)], [0x02, 0x06]))
