@@ -506,14 +506,16 @@ def _reasons(e: Explanation, inp: RunInputs) -> list[Reason]:
                                    f"{hs.expected_round_trips}): {'; '.join(hs.extra_reasons)}",
                               cost_ms=extra * rtt if rtt else None))
         else:
-            out.append(Reason(text=f"handshake: {hs.round_trips.value} round trips before the request, "
-                                   f"TTFB {hs.ttfb_ms.value} ms", cost_ms=0.0))
+            ttfb = "no response" if hs.ttfb_ms.value is None else f"TTFB {hs.ttfb_ms.value} ms"
+            out.append(Reason(text=f"handshake: {hs.round_trips.value} round trips before the request, {ttfb}",
+                              cost_ms=0.0))
     if lr and lr.data_packets_lost.value:
         out.append(Reason(text=(
             f"loss: {lr.data_packets_lost.value} of {lr.data_packets.value} server data packets dropped, "
             f"{lr.bytes_retransmitted.value} bytes retransmitted ({lr.spurious_retransmissions.value} spurious); "
-            f"first loss at offset {lr.first_loss_offset.value} after {lr.first_loss_ms.value} ms, repaired in "
-            f"{lr.first_loss_repair_ms.value} ms"), cost_ms=lr.first_loss_repair_ms.value))
+            f"first loss at offset {lr.first_loss_offset.value} after {lr.first_loss_ms.value} ms, "
+            + ("not repaired in the capture" if lr.first_loss_repair_ms.value is None
+               else f"repaired in {lr.first_loss_repair_ms.value} ms")), cost_ms=lr.first_loss_repair_ms.value))
     elif lr:
         out.append(Reason(text=f"no server data packet was dropped; {lr.bytes_retransmitted.value} bytes "
                                "retransmitted", cost_ms=0.0))

@@ -172,3 +172,25 @@ def test_a_hello_the_server_answered_only_when_resent_is_named():
     first = [*fragmented_hello()[:2], initial(0.03, S, [(0, 90)], [0x02, 0x06])]
     assert closing.hello_resent(first, C) is None  # answered at once
     assert closing.hello_resent(fragmented_hello(), C) is None  # never answered: stalled_handshake's case
+
+
+def test_a_loss_never_repaired_and_a_missing_response_are_said_not_printed_as_none():
+    """A connection that died (quinn-client -> nginx, quiche-client -> kwik): its first loss was not repaired in the
+    capture and no response HEADERS came back; the reasons say so instead of "repaired in None ms", "TTFB None ms"."""
+    from lab.explain.analyze import _reasons
+    from lab.explain.model import Explanation, Figure, Handshake, LossRecovery
+
+    def f(v):
+        return Figure(value=v)
+
+    e = Explanation(run_key="0/h3/quinn-client/nginx/0", protocol="h3", transport="quic", status="explained",
+                    handshake=Handshake(round_trips=f(1), expected_round_trips=1, handshake_ms=f(33.6),
+                                        ttfb_ms=f(None)),
+                    loss=LossRecovery(data_packets=f(5718), data_packets_lost=f(2545), retransmissions=f(0),
+                                      bytes_retransmitted=f(0), spurious_retransmissions=f(0), timeouts=f(0),
+                                      first_loss_offset=f(29146), first_loss_ms=f(56.4),
+                                      first_loss_repair_ms=f(None)))
+    texts = [r.text for r in _reasons(e, None)]  # type: ignore[arg-type]
+    assert "handshake: 1 round trips before the request, no response" in texts
+    assert any(t.endswith("after 56.4 ms, not repaired in the capture") for t in texts), texts
+    assert not any("None" in t for t in texts), texts
