@@ -46,7 +46,12 @@ class RunInputs:
     problems: list[str] = field(default_factory=list)  # e.g. a capture cut short: the run is not explainable
     sender_socket: str | None = None  # sender-socket.txt (ss as the sender's connections closed), TCP only
     failed: bool = False  # the run did not transfer (runs.csv status failed or timeout)
+    competing: bool = False  # competing flows shared the emulator (runs.csv `competing`): its counters hold theirs
 
+
+#: the emulator's drops beside a run with competing flows (they are the sum of every flow's drops)
+SHARED_NOTE = ("every flow's drops: competing flows shared the emulator, so the captures' count may be lower but "
+               "not higher")
 
 #: a run's last moments, beyond half its RTT, in which the emulator's counters (read as the transfer ends) and the
 #: captures (stopped after it) may see a drop differently: the closing packets of the connection
@@ -256,9 +261,10 @@ def _path(inp: RunInputs, min_rtt: float | None, down: pathmod.Matched | None,
                           "have been read before)" if m.tail_dropped else "")
                           if n)),
                       emulator_dropped=_fig(counter, "packets", source="emulator counters",
-                                            note="" if counter is not None else "the run recorded no counters"),
+                                            note="the run recorded no counters" if counter is None else
+                                            SHARED_NOTE if inp.competing else ""),
                       agree=None if counter is None else pathmod.agree(m.dropped, counter,
-                                                                       m.unjudged + m.tail_dropped))
+                                                                       m.unjudged + m.tail_dropped, inp.competing))
         dirs.append(d)
     pt.down, pt.up = dirs
     return pt

@@ -102,7 +102,7 @@ def run_inputs(record: RunRecord, evdir: Path, tshark: TsharkFields) -> RunInput
         server_side=server[0] if server else None, client_extras=client[1], server_extras=server[1] if server else [],
         client_rows=parse(tshark(evdir / CLIENT_PCAP, keys)),
         server_rows=parse(tshark(evdir / SERVER_PCAP, keys)) if server is not None else [],
-        configured_rtt_s=record.rtt_s, failed=record.status != "ok",
+        configured_rtt_s=record.rtt_s, failed=record.status != "ok", competing=bool(record.competing),
         counter_drops=(_drops(record.link_down_loss_drops, record.link_down_queue_drops),
                        _drops(record.link_up_loss_drops, record.link_up_queue_drops)),
         sender_socket=(evdir / SENDER_SOCKET_TXT).read_text(encoding="utf-8", errors="replace")

@@ -113,7 +113,11 @@ def directions(client_side: Sequence[Packet], server_side: Sequence[Packet], cli
     return down, up
 
 
-def agree(counted: int, counter: int, slack: int = 0) -> bool:
+def agree(counted: int, counter: int, slack: int = 0, shared: bool = False) -> bool:
     """Counted drops against the emulator's: within AGREEMENT of the larger (both 0 agrees), or within `slack`
-    packets whose fate the two windows may count differently (unjudged ones, drops in the run's last moments)."""
-    return abs(counted - counter) <= max(AGREEMENT * max(counted, counter), slack)
+    packets whose fate the two windows may count differently (unjudged ones, drops in the run's last moments).
+    `shared`: competing flows crossed the same emulator (lab/adverse/competing.py), whose counters hold their drops
+    too, while the captures may hold only the measured flow's: then the captures' count must not exceed the
+    counters' (by more than that margin)."""
+    margin = max(AGREEMENT * max(counted, counter), slack)
+    return counted - counter <= margin if shared else abs(counted - counter) <= margin

@@ -174,6 +174,20 @@ def test_drops_that_disagree_with_the_emulator_flag_the_run_invalid():
     assert e.loss is None  # not explained
 
 
+def test_competing_flows_drops_in_the_emulators_counters_do_not_flag_the_run_invalid():
+    """A cross-traffic run (runs.csv `competing`): the emulator's counters hold the competing TCP flow's drops too,
+    so more drops there than in the captures is no disagreement; fewer still is (the captures cannot drop more)."""
+    competing = '[{"flow": "measured", "share": 0.4}, {"flow": "tcp-cubic", "share": 0.6}]'
+    more = explain_run(replace(record("h2"), link_down_loss_drops=300, competing=competing),
+                       evidence_dir(SWEEP, record("h2")), fixture_tshark)
+    assert more.status == "explained" and more.path.down is not None and more.path.down.agree is True
+    assert more.path.down.emulator_dropped.value == 300 and "competing flows" in more.path.down.emulator_dropped.note
+    fewer = explain_run(replace(record("h2"), link_down_loss_drops=0, competing=competing),
+                        evidence_dir(SWEEP, record("h2")), fixture_tshark)
+    assert fewer.status == "invalid" and "down: 1 drops counted from the captures, the emulator counted 0" in fewer.why
+    assert pathmod.agree(1, 300, shared=True) and not pathmod.agree(1, 300) and not pathmod.agree(3, 1, shared=True)
+
+
 def test_only_the_client_side_capture_says_so_instead_of_counting_drops(tmp_path):
     r, d = copy_run(tmp_path, "h2")
     (d / "server-side.pcap").unlink()
