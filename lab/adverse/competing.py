@@ -9,7 +9,8 @@ what the bottleneck delivered to the client (per-flow throughput, Jain's index: 
   or nginx when ngtcp2 is measured), so that the capture tells the flows apart by server address.
 - Probe: ping every 100 ms from the client to the nginx server's address; its RTT minus the link's base RTT is the
   queueing delay (plus the lab's ~0.3 ms).
-- Capture: tcpdump in the router on its client-side interface, headers only, packets toward the client.
+- Capture: tcpdump in the router on its client-side interface, headers only, packets toward the client network
+  (CAPTURE_FILTER).
 
 Every process is named `qla-<tag>-...` (bash `exec -a`), so stopping them never touches anything else.
 """
@@ -40,6 +41,10 @@ PROBE_INTERVAL_S = 0.1
 QUIC_OBJECT_BYTES = 200_000_000
 _START_TIMEOUT_S = 10.0
 _CAPTURE = "/tmp/quiclab-competing"
+#: What the capture keeps: TCP and UDP toward the client network, not only the main client's address: the measured
+#: client may have its own container (quic-go-client, quinn-client, chromium, ...; each its own address there) while
+#: the background flows go to the main client; flows are told apart by their server's address and port (fairness.py)
+CAPTURE_FILTER = ["ip", "and", "dst", "net", config.INSTANCE.subnet("client"), "and", "(", "tcp", "or", "udp", ")"]
 
 
 def _exec(container: str, argv: list[str], timeout_s: float = 15) -> str:
@@ -127,7 +132,7 @@ class Competition:
         self.capture = docker.Stream(
             docker.exec_args(config.ROUTER_CONTAINER, _named(self._name("cap"), [
                 "tcpdump", "-i", ifs.client_side, "-n", "-s", "96", "-U", "-B", "8192", "-w", self.capture_path,
-                "ip", "and", "dst", "host", config.CLIENT_IP, "and", "(", "tcp", "or", "udp", ")"])),
+                *CAPTURE_FILTER])),
             deadline_s=docker.RUN_SCOPED_DEADLINE_S, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + config.deadline(_START_TIMEOUT_S)
         while (line := self.capture.line(deadline, "stderr")) is not None:
