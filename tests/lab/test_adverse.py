@@ -28,7 +28,7 @@ from lab.run import runner
 from lab.run.runner import Context
 
 from .conftest import on_quiet_host, quiclab_popen
-from .test_stacks import started
+from .parts import started
 
 pytestmark = pytest.mark.lab
 

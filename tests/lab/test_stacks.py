@@ -11,32 +11,17 @@ import sys
 
 import pytest
 
-from lab import agent, lab, objects, optional
+from lab import agent, objects
 from lab.endpoints import get_client
 from lab.endpoints.registry import registry
-from lab.errors import UsageError
 from lab.protocols import Protocol
 from lab.results import objects_csv as objects_file
 from lab.results.schema import read_runs
 from lab.run import environment
 from lab.run.transfer import run_transfer
-from tests.lab.parts import require_part
+from tests.lab.parts import require_part, started
 
 pytestmark = pytest.mark.lab
-
-
-def started(clients: list[str], servers: list[str]) -> None:
-    """The parts of these implementations built (on first use) and started in this lab, or a skip naming why."""
-    reg = registry()
-    parts = optional.needed([reg.client(c).container for c in clients] + [reg.server(s).container for s in servers])
-    try:
-        lab.ensure_available(clients, servers)
-    except UsageError:  # unavailable: the reason is the part's recorded one, reported by require_part
-        for part in parts:
-            require_part(part)
-        raise
-    for part in parts:
-        require_part(part)
 
 
 def verified(client: str, server: str, protocol: Protocol, size: int = 1_000_000, env: dict[str, str] | None = None):
