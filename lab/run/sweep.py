@@ -53,7 +53,18 @@ class SweepInterrupted(QuiclabError):
     exit_code = 130
 
     def __init__(self, folder: Path) -> None:
-        super().__init__(f"sweep interrupted; continue with: quiclab sweep --resume {folder}")
+        super().__init__(f"sweep interrupted; continue with: {resume_command(folder)}")
+
+
+def resume_command(folder: Path) -> str:
+    """The command that continues the sweep in `folder`: a stack matrix's (its scenario has a matrix link) is
+    `quiclab matrix --resume`, which refuses any other folder, as `quiclab sweep --resume` is for the rest."""
+    try:
+        data = store.read_manifest(folder, required=False).scenario
+    except QuiclabError:
+        data = None
+    matrix = isinstance(data, dict) and bool(data.get("matrix"))
+    return f"quiclab {'matrix' if matrix else 'sweep'} --resume {folder}"
 
 
 # --- the manifest, by sections ----------------------------------------------------------------------------------
@@ -230,9 +241,9 @@ def _run(book: _Book, s: Scenario, begin: Callable[[], tuple[list[PlannedRun], i
     if finish.outcome == "interrupted":
         raise SweepInterrupted(folder)
     if finish.outcome == "environment":
-        raise EnvironmentFailure(f"the lab failed, the sweep stopped (the run was not recorded): {finish.error}; fix "
-                                 f"the lab (`quiclab status`, `quiclab up`) and continue with: quiclab sweep --resume "
-                                 f"{folder}")
+        raise EnvironmentFailure(f"the lab failed, the sweep stopped (the run was not recorded): {finish.error}; "
+                                 f"fix the lab (`quiclab status`, `quiclab up`) and continue with: "
+                                 f"{resume_command(folder)}")
     return True
 
 
