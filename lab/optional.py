@@ -35,10 +35,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import yaml
 from dotenv import set_key, unset_key
 
-from lab import config, docker
+from lab import compose, config, docker
 from lab.errors import UsageError
 
 #: The optional parts, in the order they are built, with what each brings.
@@ -74,10 +73,6 @@ class Part:
         return tuple(s for s in self.services if config.INSTANCE.container(s) not in self.containers)
 
 
-def _compose(path: Path) -> dict[str, dict]:
-    return (yaml.safe_load(path.read_text()) or {}).get("services", {})
-
-
 def _image(ref: str, tag: str) -> str:
     return re.sub(r"\$\{QUICLAB_TAG:-[^}]*\}", tag, ref)
 
@@ -85,7 +80,7 @@ def _image(ref: str, tag: str) -> str:
 @cache
 def parts(compose_file: Path = config.COMPOSE_FILE) -> dict[str, Part]:
     """Every optional part as docker-compose.yml defines it (the compose file is the one list of its services)."""
-    services = _compose(compose_file)
+    services = compose.services(compose_file)
     tag = config.setting(config.ENV_TAG, "dev")
     out = {}
     for name, what in ALL.items():
@@ -101,7 +96,7 @@ def parts(compose_file: Path = config.COMPOSE_FILE) -> dict[str, Part]:
 @cache
 def required_built(compose_file: Path = config.COMPOSE_FILE) -> tuple[str, ...]:
     """The services outside every profile that have a `build:` section: the lab's required images."""
-    return tuple(s for s, v in _compose(compose_file).items() if "build" in v and not v.get("profiles"))
+    return tuple(s for s, v in compose.services(compose_file).items() if "build" in v and not v.get("profiles"))
 
 
 def _reason_file(part: str) -> Path:

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import Field
 
-from lab import agent, config, docker
+from lab import agent, compose, docker
 from lab.endpoints import check_server
 from lab.endpoints.base import ClientAdapter
 from lab.endpoints.registry import UNSUPPORTED_EXIT, registry
@@ -137,8 +137,13 @@ def _as_run(client: str, server: str, protocol: Protocol, w: Workload, res: Work
 
 
 def client_ip(client: str) -> str:
-    """The address a client's container has on clientnet."""
-    return config.BROWSER_IP if registry().client(client).container == config.BROWSER_CONTAINER else config.CLIENT_IP
+    """The address a client's container has on clientnet (docker-compose.yml's, in this lab)."""
+    container = registry().client(client).container
+    ip = compose.address(container, "client")
+    if ip is None:
+        raise EnvironmentProblem(f"client {client!r}: its container {container} has no fixed address on the client "
+                                 "network in docker-compose.yml")
+    return ip
 
 
 def wire_connections(ev: Evidence, server: str, client: str) -> int | None:
