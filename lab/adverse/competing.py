@@ -10,7 +10,8 @@ what the bottleneck delivered to the client (per-flow throughput, Jain's index: 
 - Probe: ping every 100 ms from the client to the nginx server's address; its RTT minus the link's base RTT is the
   queueing delay (plus the lab's ~0.3 ms).
 - Capture: tcpdump in the router on its client-side interface, headers only, packets toward the client network
-  (CAPTURE_FILTER).
+  (CAPTURE_FILTER), in immediate mode: without it libpcap hands packets over in blocks (filled, or after its 1 s
+  timeout), and the block still filling when tcpdump is stopped is lost: the last few hundred ms of every run.
 
 Every process is named `qla-<tag>-...` (bash `exec -a`), so stopping them never touches anything else.
 """
@@ -131,8 +132,8 @@ class Competition:
         # The run's processes are stopped by stop(); their deadline is only a backstop (docker.RUN_SCOPED_DEADLINE_S).
         self.capture = docker.Stream(
             docker.exec_args(config.ROUTER_CONTAINER, _named(self._name("cap"), [
-                "tcpdump", "-i", ifs.client_side, "-n", "-s", "96", "-U", "-B", "8192", "-w", self.capture_path,
-                *CAPTURE_FILTER])),
+                "tcpdump", "-i", ifs.client_side, "-n", "-s", "96", "-U", "--immediate-mode", "-B", "8192", "-w",
+                self.capture_path, *CAPTURE_FILTER])),
             deadline_s=docker.RUN_SCOPED_DEADLINE_S, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + config.deadline(_START_TIMEOUT_S)
         while (line := self.capture.line(deadline, "stderr")) is not None:

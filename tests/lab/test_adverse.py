@@ -348,8 +348,9 @@ def test_competing_flows_share_is_measured_for_a_client_in_its_own_container(lab
     flows = {f["name"]: f for f in json.loads(rec.competing)["flows"]}
     assert list(flows) == ["measured", "tcp-cubic#1"]
     measured = flows["measured"]
-    # (the capture's last few hundred ms of a short run can be missing, for curl's runs too: at least half is there)
-    assert measured["bytes"] >= 2_500_000 and measured["share"] is not None and 0.0 < measured["share"] < 1.0, measured
+    # the whole object (and QUIC's own bytes) is in the capture, up to the transfer's end: before immediate mode the
+    # block libpcap was still filling when tcpdump stopped was lost (3.7-3.8 MB of these 5 MB were counted)
+    assert measured["bytes"] >= 5_000_000 and measured["share"] is not None and 0.0 < measured["share"] < 1.0, measured
     assert measured["share"] + flows["tcp-cubic#1"]["share"] == pytest.approx(1.0, abs=1e-3)
 
 
