@@ -85,6 +85,19 @@ def test_gtlsclient_resumption_and_0rtt_proven_from_the_capture(lab_up, tmp_path
         assert all((folder / f).is_file() for f in files)
 
 
+def test_curl_sid_in_its_own_container_resumes_and_its_connections_are_counted(lab_up, tmp_path):
+    """curl from Debian unstable runs in its own container (10.71.1.11 in lab 0): the resumption's proof and the
+    capture's connection count look for its address. With the main client's address in its place the resumption was
+    "not proven" (no handshake from that address) and the count 0."""
+    require_part("sid")
+    _, records = sweep(tmp_path, "web-sid", 'protocols = ["h1"]\nclients = ["curl-sid"]\nservers = ["nginx"]\n'
+                       'capture = ["pcap", "keylog"]\n[sweep]\nworkload = ["resume:100kB", "page:5x20kB"]')
+    assert all(r.status == "ok" for r in records), [(r.run_key, r.failure) for r in records]
+    resume, page = by(records, "resume:100kB", "h1"), by(records, "page:5x20kB", "h1")  # curl resumes over h1 only
+    assert resume.resumed is True and resume.handshakes == 2 and resume.wire_connections == 2, resume
+    assert page.connections and page.wire_connections == page.connections, page
+
+
 def test_refused_0rtt_fails_with_that_reason(lab_up, tmp_path):
     # nginx 1.26 as configured here (no ssl_early_data) resumes the session but refuses early data
     _, records = sweep(tmp_path, "web-0rtt-refused", 'protocols = ["h3"]\nclients = ["gtlsclient"]\n'
