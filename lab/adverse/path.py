@@ -40,8 +40,8 @@ def client_env(change: PathChange) -> dict[str, str]:
     return env
 
 
-def apply_router(change: PathChange, proto: str, server_ip: str, server_port: int) -> None:
-    rules.add(rules.rewrite_script(TABLE, change.kind, proto, server_ip, server_port))
+def apply_router(change: PathChange, proto: str, client: str, server_ip: str, server_port: int) -> None:
+    rules.add(rules.rewrite_script(TABLE, change.kind, proto, client, server_ip, server_port))
 
 
 def undo_router() -> None:
@@ -67,14 +67,15 @@ def port_change_s(pcap: Path, server_ip: str, server_port: int, zero_unix: float
     return None
 
 
-def flow_began_s(pcap: Path, server_ip: str, server_port: int, zero_unix: float) -> float | None:
-    """The measured flow's first packet from the client (client-side capture), seconds from the transfer's start."""
+def flow_began_s(pcap: Path, client: str, server_ip: str, server_port: int, zero_unix: float) -> float | None:
+    """The measured flow's first packet from the client's address `client` (client-side capture), seconds from the
+    transfer's start."""
     try:
         packets = read_pcap(pcap.read_bytes())
     except (OSError, PcapError):
         return None
     for p in packets:
-        if p.dst == server_ip and p.dport == server_port and p.src == config.CLIENT_IP:
+        if p.dst == server_ip and p.dport == server_port and p.src == client:
             return round(p.time - zero_unix, 4)
     return None
 
@@ -132,7 +133,7 @@ def path_frames(pcap: Path, keys: Path) -> dict[str, int] | None:
 
 
 def outcome(change: PathChange, ok: bool, failure: str, applied_s: float | None, files: list[Path],
-            server_ip: str, server_port: int, zero_unix: float, quic: bool) -> dict[str, Any]:
+            client: str, server_ip: str, server_port: int, zero_unix: float, quic: bool) -> dict[str, Any]:
     """The `path_change` column: what was done, when, whether the transfer survived, and the capture's view."""
     doc: dict[str, Any] = {"kind": change.kind, "at_s": change.at_s, "applied_s": applied_s,
                            "outcome": "survived" if ok else "broken"}
@@ -142,7 +143,7 @@ def outcome(change: PathChange, ok: bool, failure: str, applied_s: float | None,
     client_pcap, server_pcap, keys = (by_name.get("client-side.pcap"), by_name.get("server-side.pcap"),
                                       by_name.get("keys.log"))
     if client_pcap is not None:
-        began = doc["flow_began_s"] = flow_began_s(client_pcap, server_ip, server_port, zero_unix)
+        began = doc["flow_began_s"] = flow_began_s(client_pcap, client, server_ip, server_port, zero_unix)
         if not change.client_side and applied_s is not None and began is not None and began >= applied_s:
             doc["outcome"] = "not exercised"  # the connection began on the new path: nothing changed under it
             doc["note"] = "the transfer's first packet came after the change was applied (a slow start-up)"

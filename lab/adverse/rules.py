@@ -66,14 +66,14 @@ def blackout_script(table: str, duration_s: float) -> list[str]:
             f"add element inet {table} on {{ tcp timeout {ms}ms, udp timeout {ms}ms, icmp timeout {ms}ms }}"]
 
 
-def rewrite_script(table: str, kind: str, proto: str, server_ip: str, server_port: int) -> list[str]:
-    """Stateless rewrites of the measured flow (client <-> server_ip:server_port over proto) at the router's lab
+def rewrite_script(table: str, kind: str, proto: str, client: str, server_ip: str, server_port: int) -> list[str]:
+    """Stateless rewrites of the measured flow (the client's address `client` <-> server_ip:server_port over proto;
+    the client may have its own container and address on the client network) at the router's lab
     interfaces, as a NAT that rebinds: `rebind` gives the client's source port a new value (bit 15 flipped: the
     client's ephemeral ports, 32768-60999, map to 0-28231, which it never uses, so the reverse rule knows exactly
     which packets to map back), `readdr` a new address. Replies to the new port or address are mapped back; replies
     to the old ones are dropped (the old binding is gone)."""
     ifs = router.interfaces()
-    client = config.CLIENT_IP
     head = [f"add table inet {table}",
             f"add chain inet {table} qla_prerouting {{ type filter hook prerouting priority -300 ; policy accept ; }}"]
     up = f"iifname \"{ifs.client_side}\" ip saddr {client} ip daddr {server_ip} {proto} dport {server_port}"

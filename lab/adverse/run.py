@@ -142,6 +142,7 @@ class Conditions:
     flows: Competition | None = None
     path: PathChange | None = None
     path_target: tuple[str, str, int] = ("udp", "", 443)  # proto, server address, port of the measured flow
+    client_ip: str = ""  # the measured client's address (its own container's: lab/run/workload.py client_ip)
     backend: str = "linkem"
     link: Link | None = None
     client_env: dict[str, str] = field(default_factory=dict)
@@ -199,10 +200,11 @@ class Conditions:
         assert self.path is not None
         proto, ip, port = self.path_target
         if self.shell is not None:  # in force between written and confirmed (a few ms): written is recorded
-            written, _ = self.shell.run(rules.rewrite_script(pathmod.TABLE, self.path.kind, proto, ip, port))
+            written, _ = self.shell.run(rules.rewrite_script(pathmod.TABLE, self.path.kind, proto, self.client_ip,
+                                                             ip, port))
             self.path_applied_s = written - self.scheduler.zero_unix
         else:
-            pathmod.apply_router(self.path, proto, ip, port)
+            pathmod.apply_router(self.path, proto, self.client_ip, ip, port)
             self.path_applied_s = self.scheduler.offset()
 
     def schedule(self) -> None:
@@ -297,13 +299,14 @@ class Conditions:
         if self.path is not None:
             proto, ip, port = self.path_target
             applied = self.path_applied_s if not self.path.client_side else None
-            doc = pathmod.outcome(self.path, ok, failure, applied, files or [], ip, port, zero, proto == "udp")
+            doc = pathmod.outcome(self.path, ok, failure, applied, files or [], self.client_ip, ip, port, zero,
+                                  proto == "udp")
             out["path_change"] = json.dumps(doc, separators=(",", ":"))
         return out
 
 def build(*, faults: tuple[Fault, ...] = (), competing: tuple[Flow, ...] = (), path: PathChange | None = None,
           server: str, protocol: Protocol, backend: str, link: Link, timeout_s: float, port: int | None = None,
-          blackout_with: str | None = None) -> Conditions:
+          blackout_with: str | None = None, client_ip: str) -> Conditions:
     """The run's conditions (its faults, competing flows and path change: parsed in the plan, lab/plan/settings.py)."""
     flows, change = competing, path
     impl = registry().server(server)
@@ -311,7 +314,7 @@ def build(*, faults: tuple[Fault, ...] = (), competing: tuple[Flow, ...] = (), p
     target_port = port or impl.port or 443
     c = Conditions(faults=faults, path=change,
                    path_target=("udp" if protocol is Protocol.H3 else "tcp", impl.address, target_port),
-                   backend=backend, link=link)
+                   client_ip=client_ip, backend=backend, link=link)
     target = Target(backend, link, impl.container, impl.service, blackout_with)
     c.fault_runs = [FaultRun(f, action_for(f, target)) for f in faults]
     if flows:
@@ -324,10 +327,10 @@ def build(*, faults: tuple[Fault, ...] = (), competing: tuple[Flow, ...] = (), p
 @contextlib.contextmanager
 def during(*, faults: tuple[Fault, ...] = (), competing: tuple[Flow, ...] = (), path: PathChange | None = None,
            server: str, protocol: Protocol, backend: str, link: Link, size: int, timeout_s: float,
-           port: int | None = None, blackout_with: str | None = None) -> Iterator[Conditions]:
+           port: int | None = None, blackout_with: str | None = None, client_ip: str) -> Iterator[Conditions]:
     """The run's adverse conditions around the block (which runs the transfer and nothing else)."""
     c = build(faults=faults, competing=competing, path=path, server=server, protocol=protocol, backend=backend,
-              link=link, timeout_s=timeout_s, port=port, blackout_with=blackout_with)
+              link=link, timeout_s=timeout_s, port=port, blackout_with=blackout_with, client_ip=client_ip)
     if c.empty:
         yield c
         return

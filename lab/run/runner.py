@@ -201,7 +201,8 @@ def _run_with_probes(rc: RunContext, ctx: Context) -> tuple[TransferResult, Colu
             settings = run.point.settings
             with adverse.during(faults=settings.faults, competing=settings.competing, path=settings.path,
                                 server=run.server, protocol=run.protocol, backend=rc.backend, link=rc.applied,
-                                size=run.point.size, timeout_s=timeout, port=rc.port) as adv:
+                                size=run.point.size, timeout_s=timeout, port=rc.port,
+                                client_ip=workloads.client_ip(run.client)) as adv:
                 rc.adv = adv
                 env = {**ev.client_env, **adv.client_env,
                        **quic_window.client_env(settings.quic_window, run.protocol)}

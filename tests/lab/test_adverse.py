@@ -413,6 +413,20 @@ def test_rebinding_quic_survives_with_path_validation_tcp_breaks_with_its_reason
     assert rules.leftovers() == []
 
 
+def test_rebinding_reaches_a_client_in_its_own_container(lab_held, tmp_path):
+    """curl from Debian unstable (its own container, 10.71.1.11 in lab 0) over HTTP/2: the router's rebinding
+    rewrites its flow, not only the main client's, so the server sees the new port and resets the connection (the
+    rules once named the main client's address: the flow went on untouched, `survived`, and flow_began_s was None)."""
+    started(["curl-sid"], ["nginx"])
+    [tcp] = run_scenario(tmp_path, {"name": "rebind-sid", "protocols": ["h2"], "clients": ["curl-sid"],
+                                    "sizes": ["10MB"], "timeout": 30, "link": {"rtt": "20ms", "rate": "20mbit"},
+                                    "path": "rebind@2s"}, capture=("pcap",))
+    doc = json.loads(tcp.path_change)
+    assert tcp.status == "failed" and doc["outcome"] == "broken", (tcp.status, doc)
+    assert doc["flow_began_s"] < doc["applied_s"] <= doc["server_saw_new_path_s"], doc
+    assert rules.leftovers() == []
+
+
 #: nginx 1.26 (Debian trixie) and gtlsclient's own migration: a known stall of the server's (docs/implementations.md,
 #: "Known stalls"; nginx/nginx#795). The test expects it to fail for this cause only.
 NGINX_DROPPED_VALIDATION = ("nginx 1.26 never sent its PATH_CHALLENGE on the client's new path (ngx_quic_frame_sendto "
