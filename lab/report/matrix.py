@@ -81,6 +81,7 @@ class Cell:
     why_run: str = ""  # that run
     captured: str = ""  # a run of the cell with a client-side capture in the folder ("" when none)
     loss_pct: float = 0.0
+    sender_cc: tuple[str, ...] = ()  # the sender's congestion control as its runs read it back (cc_sender), each once
 
     @property
     def method(self) -> str:
@@ -227,7 +228,7 @@ def make_cell(server: str, client: str, protocol: str, rs: Sequence[RunRecord], 
     return Cell(server, client, protocol, status, n, s.n_censored, s.n_excluded, rate, quantile(obs, 0.5),
                 median_ci(obs), _failure(rs), keys, share=median(mine) if mine else None,
                 other_share=median(theirs) if theirs else None, why=why, why_run=why_run, captured=captured,
-                loss_pct=loss)
+                loss_pct=loss, sender_cc=tuple(dict.fromkeys(r.cc_sender for r in rs if r.cc_sender)))
 
 
 def _pcap_here(path: str, folder: Path | None) -> bool:
@@ -396,7 +397,9 @@ def why_lines(m: Matrix, folder: str) -> list[str]:
 def scope_line(m: Matrix) -> str:
     """What the matrix holds and what its efficiency is relative to (matrix.md's first line, the docs' too)."""
     rate = next((c.rate_bps for c in [*m.cells.values(), *m.baselines] if c.rate_bps), None)
-    return (f"{len(m.servers)} servers x {len(m.clients)} clients over HTTP/3, {len(m.baselines)} TCP baselines; "
+    cc = sorted({c for b in m.baselines for c in b.sender_cc})
+    return (f"{len(m.servers)} servers x {len(m.clients)} clients over HTTP/3, {len(m.baselines)} TCP baselines "
+            f"(their sender's congestion control, read back in each run: {', '.join(cc) or NA}); "
             f"efficiency = goodput / {sig3(rate / 1e6) if rate else NA} Mbit/s (the downlink rate).")
 
 

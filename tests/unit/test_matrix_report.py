@@ -217,3 +217,12 @@ def test_a_matrix_report_draws_the_heatmap_and_no_per_method_plots(tmp_path: Pat
     assert sorted(p.name for p in (folder / "plots").iterdir()) == ["matrix.svg"]
     html = (folder / "report.html").read_text()
     assert "Stack matrix (goodput link)" in html and "plot missing" not in html and "<h2>Plots</h2>" not in html
+
+
+def test_the_scope_line_names_the_baselines_sender_congestion_control_as_read_back():
+    """A TCP baseline's sender is the server's native TCP (a container takes the host's default: bbr on the lab's
+    machine, cubic on many others): the verdicts against it depend on it, so the line says what the runs read back."""
+    rs = [replace(r, cc_sender="bbr") if r.protocol in ("h1", "h2") else r for r in records()]
+    line = matrix.scope_line(matrix.build(rs, scenario()))
+    assert "2 TCP baselines (their sender's congestion control, read back in each run: bbr)" in line, line
+    assert "read back in each run: -" in matrix.scope_line(matrix.build(records(), scenario()))
