@@ -16,6 +16,7 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
      "process's lines against a deadline, Ctrl-C and SIGTERM, all output (rich), this order, the one median and "
      "percentile rule"),
     (("lab.config", "lab.protocols", "lab.sizes"), "the lab topology and environment variables, the protocols, sizes"),
+    (("lab.compose",), "docker-compose.yml read as data: the lab's services and their fixed addresses"),
     (("lab.models", "lab.docker", "lab.hostnet", "lab.lock"),
      "what a transfer asks for and measured; the only way to Docker (python-on-whales, `docker exec` streams with "
      "deadlines, one error type); the host firewall's allowance; one command per lab at a time"),
