@@ -125,7 +125,7 @@ PROJECT = INSTANCE.project  # the compose project: quiclab, quiclab-1, ...
 # The implementations' containers are the registry's (lab/endpoints/implementations.toml; the lab's lists of them:
 # lab/lab.py). Named here only the containers other parts of the lab use for what they are besides an
 # implementation's home: the client host (iperf3 and ping for the link's self-checks), the server that makes the
-# test objects, the browser's own address (BROWSER_IP), and Debian unstable's two for their image tests.
+# test objects, the browser, and Debian unstable's two for their image tests (a client's address: lab/compose.py).
 CLIENT_CONTAINER = INSTANCE.container("client")
 CLIENT_SID_CONTAINER = INSTANCE.container("client-sid")
 BROWSER_CONTAINER = INSTANCE.container("client-browser")
@@ -138,7 +138,6 @@ PUSHGATEWAY_CONTAINER = INSTANCE.container("pushgateway")
 GRAFANA_CONTAINER = INSTANCE.container("grafana")
 
 CLIENT_IP = INSTANCE.address("client", 10)
-BROWSER_IP = INSTANCE.address("client", 12)
 SERVER_IP = INSTANCE.address("server", 10)
 ROUTER_CLIENT_SIDE_IP = INSTANCE.address("client", 254)
 ROUTER_MGMT_IP = INSTANCE.address("mgmt", 254)

@@ -57,8 +57,8 @@ class SweepInterrupted(QuiclabError):
 
 
 def resume_command(folder: Path) -> str:
-    """The command that continues the sweep in `folder`: a stack matrix's (its scenario has a matrix link) is
-    `quiclab matrix --resume`, which refuses any other folder, as `quiclab sweep --resume` is for the rest."""
+    """The command that continues the sweep in `folder`: `quiclab matrix --resume` for a stack matrix's (its
+    scenario has a matrix link; that command takes no other folder), else `quiclab sweep --resume`."""
     try:
         data = store.read_manifest(folder, required=False).scenario
     except QuiclabError:

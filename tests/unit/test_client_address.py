@@ -17,7 +17,7 @@ def test_each_client_of_the_registry_has_its_own_containers_address():
     clients = [reg.client(name) for name in reg.names("client")]
     addresses = {c.name: workload.client_ip(c.name) for c in clients}
     assert addresses["curl"] == config.CLIENT_IP
-    assert addresses["chromium"] == config.BROWSER_IP
+    assert addresses["chromium"] == config.INSTANCE.address("client", 12)
     assert addresses["quic-go-client"] == config.INSTANCE.address("client", 14)
     assert addresses["quinn-client"] == config.INSTANCE.address("client", 15)
     by_container: dict[str, set[str]] = {}
