@@ -133,10 +133,7 @@ def register(app: typer.Typer) -> None:
         """The stack matrix: every server x client over HTTP/3 plus the TCP baselines (HTTP/1.1 and HTTP/2), on
         the QUIC interop runner's links; writes results/<timestamp>-matrix-<link>/ with the heatmap
         (plots/matrix.svg), the table (matrix.md) and a verdict per cell against the TCP baseline."""
-        for flag, value, top in (("--repeats", repeats, scenario.MAX_REPEATS), ("--seed", seed, scenario.MAX_SEED)):
-            low = 1 if flag == "--repeats" else 0
-            if value is not None and not low <= value <= top:
-                raise UsageError(f"invalid --{flag.lstrip('-')} {value}: allowed is {low}..{top}")
+        scenario.check_repeats_seed(repeats, seed)
         labs = parallel_labs.parse(parallel) if parallel is not None else 1
         given = {"--servers": servers, "--clients": clients, "--repeats": repeats, "--seed": seed, "--size": size,
                  "--parallel": parallel, "--capture": capture, "--out": out, "--resume": resume,

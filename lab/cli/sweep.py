@@ -122,10 +122,7 @@ def register(app: typer.Typer) -> None:
                                   f"{until.DEFAULT_MAX_REPEATS}).")] = None,
     ) -> None:
         """Run a sweep (a preset or --scenario FILE), or --resume one; writes results/<timestamp>-<name>/."""
-        for flag, value, top in (("--repeats", repeats, scenario.MAX_REPEATS), ("--seed", seed, scenario.MAX_SEED)):
-            low = 1 if flag == "--repeats" else 0
-            if value is not None and not low <= value <= top:
-                raise UsageError(f"invalid {flag} {value}: allowed is {low}..{top}")
+        scenario.check_repeats_seed(repeats, seed)
         part = shard.parse(shard_of) if shard_of is not None else None
         labs = parallel_labs.parse(parallel) if parallel is not None else 1
         if host_guard is not None and host_guard not in hostload.GUARDS:

@@ -78,6 +78,13 @@ TCP_PROTOCOLS = ("h1", "h2")  # what tcp_pairs restricts
 MAX_REPEATS = 1000
 MAX_SEED = 2**63 - 1
 
+
+def check_repeats_seed(repeats: int | None, seed: int | None) -> None:
+    """The command line's --repeats (1..MAX_REPEATS) and --seed (0..MAX_SEED), checked once for every command."""
+    for flag, value, low, top in (("--repeats", repeats, 1, MAX_REPEATS), ("--seed", seed, 0, MAX_SEED)):
+        if value is not None and not low <= value <= top:
+            raise UsageError(f"invalid {flag} {value}: allowed is {low}..{top}")
+
 #: Run dimensions that are not link parameters: key -> validator of one value (raises UsageError naming it).
 #: A scenario sets one as a top-level default (e.g. `cc = "reno"`) or sweeps it (`[sweep] cc = [...]`); the plan
 #: parses each point's values once into Point.settings (lab/plan/settings.py, where new dimensions register).
