@@ -275,7 +275,12 @@ def test_a_run_disturbed_by_another_command_is_the_labs_failure(monkeypatch: pyt
     udp = parse_linkem(METRICS.replace('"udp"} 6\n', '"udp"} 600\n'))
     with pytest.raises(EnvironmentFailure, match="594 packets of other traffic"):
         probes.disturbed("linkem", mine, before, udp, Protocol.H1, 2_000_000)
-    big = parse_linkem(METRICS.replace('"tcp"} 100\n', '"tcp"} 20000\n'))  # a 30 MB TCP download meanwhile
+    big = parse_linkem(METRICS.replace('"tcp"} 100\n', '"tcp"} 20000\n')  # a 30 MB TCP download meanwhile
+                       .replace('"downlink",protocol="tcp"} 130000\n', '"downlink",protocol="tcp"} 30130000\n'))
+    # as many packets, but small ones (quiche's server to quiche's client): the run's own sender, not a download
+    small = parse_linkem(METRICS.replace('"tcp"} 100\n', '"tcp"} 20000\n')
+                         .replace('"downlink",protocol="tcp"} 130000\n', '"downlink",protocol="tcp"} 3130000\n'))
+    probes.disturbed("linkem", mine, before, small, Protocol.H1, 2_000_000)
     with pytest.raises(EnvironmentFailure, match="other traffic"):
         probes.disturbed("linkem", mine, before, big, Protocol.H1, 2_000_000)
     probes.disturbed("linkem", mine, before, big, Protocol.H1, 20_000_000)  # ... but not for a 20 MB run
