@@ -85,6 +85,7 @@ def check_repeats_seed(repeats: int | None, seed: int | None) -> None:
         if value is not None and not low <= value <= top:
             raise UsageError(f"invalid {flag} {value}: allowed is {low}..{top}")
 
+
 #: Run dimensions that are not link parameters: key -> validator of one value (raises UsageError naming it).
 #: A scenario sets one as a top-level default (e.g. `cc = "reno"`) or sweeps it (`[sweep] cc = [...]`); the plan
 #: parses each point's values once into Point.settings (lab/plan/settings.py, where new dimensions register).
