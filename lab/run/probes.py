@@ -177,9 +177,9 @@ def disturbed(backend: str, applied: Link, before: counters.Snapshot | None, aft
     """Raise (the lab's failure: not a result) if another command changed the link or sent traffic over it
     during the run: packets of another IP protocol, or more packets toward the client than twice the object's
     (in 1200-byte packets, retransmissions included, plus 200, plus one for each packet the emulator dropped toward
-    the client) and more bytes than twice the object's (plus as many full packets: a sender of small packets is not
-    another download: nginx 1.26's QUIC, which does not back off, overflowed a 0.3 ms-RTT queue and sent 10 MB as
-    17600 packets; not on a link that reorders, where a sender's
+    the client: nginx 1.26's QUIC, which does not back off, overflowed a 0.3 ms-RTT queue and sent 10 MB as
+    17600 packets) and more bytes than twice the object's (plus as many full packets: a sender of small packets is
+    not another download); not on a link that reorders, where a sender's
     spurious retransmissions alone exceed it: nginx's QUIC sent 3.7 times the object's packets through 10 ms of
     reordering jitter). Every measuring command should hold the lab lock; not all do."""
     if backend != "linkem":
