@@ -5,8 +5,8 @@ run's, unless another command sent traffic meanwhile: packets of another IP prot
 
 linkem gives all of them (its /metrics). With netem the delivered bytes and packets come from the router's
 interface counters and the rest from the qdiscs' own statistics (`tc -s -j qdisc show`, read in the same exec):
-per direction, on the egress that faces the receiver (lab/link/netem.py: netem root 1:, tbf 10:, a queue
-discipline 20: under tbf),
+per direction, on the egress that faces the receiver (lab/link/netem.py: a prio root 1: that sends IPv4 to netem
+2:, tbf 10: under it, a queue discipline 20: under tbf; older folders had netem as the root),
 
     loss_drops  = netem's drops - tbf's drops
     queue_drops = tbf's drops
@@ -146,14 +146,14 @@ def parse_tc(text: str) -> dict[str, list[TcQdisc]]:
 def netem_direction(qdiscs: list[TcQdisc], delivered_packets: int, delivered_bytes: int) -> Counters:
     """A direction's cumulative counters from its egress qdiscs (see the module docstring) and the interface's
     delivered IP bytes and packets."""
-    root = next((q for q in qdiscs if q.root), None)
-    if root is None or root.kind != "netem":
+    netem = next((q for q in qdiscs if q.kind == "netem"), None)
+    if netem is None:
         return Counters(delivered_bytes, delivered_packets, received=delivered_packets, loss_drops=0, queue_drops=0)
-    root_handle = root.handle.rstrip(":")
-    tbf = next((q for q in qdiscs if q.kind == "tbf" and q.parent.split(":")[0] == root_handle), None)
+    handle = netem.handle.rstrip(":")
+    tbf = next((q for q in qdiscs if q.kind == "tbf" and q.parent.split(":")[0] == handle), None)
     below = tbf.drops if tbf is not None else 0
-    return Counters(delivered_bytes, delivered_packets, received=root.packets + root.drops + root.qlen,
-                    loss_drops=root.drops - below, queue_drops=below)
+    return Counters(delivered_bytes, delivered_packets, received=netem.packets + netem.drops + netem.qlen,
+                    loss_drops=netem.drops - below, queue_drops=below)
 
 
 def parse_netem(tc_json: str, client_if: str, server_if: str, tx: tuple[int, int, int, int]) -> Snapshot:

@@ -102,11 +102,15 @@ def check_netem_syntax(link: Link) -> list[str]:
     """Run netem's command lines for `link` against a scratch interface in the router; return the problems.
 
     On a kernel without sch_netem tc still parses every option in userspace before the kernel refuses the
-    qdisc kind, so a refusal for that reason means the syntax is right.
+    qdisc kind, so a refusal for that reason means the syntax is right. The filter that sends IPv4 to netem is
+    not checked here (it needs its prio root in place, and holds no value of the link: the same for every link,
+    applied by the VM's netem tests).
     """
     ifs = router.interfaces()
     problems = []
     for cmd in netem.plan(link, ifs.client_side, ifs.server_side).commands:
+        if cmd[1] == "filter":
+            continue
         args = list(cmd[1:])
         if "parent" in args:  # a child qdisc: check it at the scratch root
             i = args.index("parent")

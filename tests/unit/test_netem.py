@@ -49,14 +49,21 @@ def test_connectify_like_link_exact_commands():
     q = link.queue_limit_bytes(link.downlink)
     assert q == 100000
     limit = _opt(_netem(p, CLIENT), "limit")
+    def root(dev: str) -> list[list[str]]:  # IPv4 to band 1:2 (the link), the rest (ARP, IPv6) past it
+        return [["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "prio", "bands", "2",
+                 "priomap", *["0"] * 16],
+                ["tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "matchall",
+                 "classid", "1:2"]]
     assert p.commands == [
-        ["tc", "qdisc", "replace", "dev", CLIENT, "root", "handle", "1:", "netem",
+        *root(CLIENT),
+        ["tc", "qdisc", "replace", "dev", CLIENT, "parent", "1:2", "handle", "2:", "netem",
          "limit", limit, "delay", "80000us", "loss", "random", "1%", "seed", str(netem_seed(1, "downlink"))],
-        ["tc", "qdisc", "replace", "dev", CLIENT, "parent", "1:1", "handle", "10:", "tbf",
+        ["tc", "qdisc", "replace", "dev", CLIENT, "parent", "2:1", "handle", "10:", "tbf",
          "rate", "5000000bit", "burst", "3028", "limit", str(q)],
-        ["tc", "qdisc", "replace", "dev", SERVER, "root", "handle", "1:", "netem",
+        *root(SERVER),
+        ["tc", "qdisc", "replace", "dev", SERVER, "parent", "1:2", "handle", "2:", "netem",
          "limit", limit, "delay", "80000us", "loss", "random", "1%", "seed", str(netem_seed(1, "uplink"))],
-        ["tc", "qdisc", "replace", "dev", SERVER, "parent", "1:1", "handle", "10:", "tbf",
+        ["tc", "qdisc", "replace", "dev", SERVER, "parent", "2:1", "handle", "10:", "tbf",
          "rate", "5000000bit", "burst", "3028", "limit", str(q)],
     ]
     assert int(limit) >= 1000
@@ -199,13 +206,15 @@ def test_unimpaired_direction_gets_no_command():
     p = _plan({}, down={"rate": "5mbit"})
     assert [c for c in p.commands if SERVER in c] == []
     assert _netem(p, CLIENT) and _tbf(p, CLIENT)
-    assert all(c[2] == "replace" for c in p.commands)
+    # qdiscs replaced; the one filter added (the clear deleted the root and its filters with it)
+    assert [c[1:3] for c in p.commands] == [["qdisc", "replace"], ["filter", "add"], ["qdisc", "replace"],
+                                            ["qdisc", "replace"]]
     assert any("uplink" in n and "no impairment" in n for n in p.notes)
 
 
 def test_plan_never_contains_deletes():
     for spec in ({}, {"rate": "5mbit"}, {"delay": "10ms", "jitter": "1ms"}, {"loss": "1%"}):
-        assert all(c[2] == "replace" for c in _plan(spec).commands)
+        assert all(c[2] in ("replace", "add") and "del" not in c for c in _plan(spec).commands)
 
 
 def test_no_effect_settings_do_not_count_as_impairment():

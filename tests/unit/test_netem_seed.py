@@ -47,7 +47,7 @@ def lost_packets(seed: int, n: int, p: float) -> list[int]:
 
 def _seeds_in_plan(seed: int) -> tuple[int, int]:
     p = plan(parse_link({"loss": "1%", "seed": str(seed)}), "eth1", "eth2")
-    down, up = (int(c[c.index("seed") + 1]) for c in p.commands)
+    down, up = (int(c[c.index("seed") + 1]) for c in p.commands if "netem" in c)
     return down, up
 
 
