@@ -36,6 +36,8 @@ def test_a_clear_difference_is_stated_with_its_size_and_interval() -> None:
 def test_slower_is_said_too_and_an_interval_spanning_one_is_no_difference() -> None:
     (slow,) = sentences(sweep([2.0, 2.2, 2.4, 2.6, 2.8], [1.0, 1.1, 1.2, 1.3, 1.4]))
     assert "HTTP/3 was 100 % slower than HTTP/2" in slow
+    (far,) = sentences(sweep([15.1, 15.2, 15.3, 15.4, 15.5], [1.0] * 5))  # the satellite-loss matrix's 15x
+    assert "HTTP/3 was 1430 % slower than HTTP/2" in far  # time ratio 15.3 (not "1.43e+03 %")
     (none,) = sentences(sweep([1.0, 1.3, 0.9, 1.2, 1.0], [1.1, 1.0, 1.0, 1.0, 1.2]))
     assert "no verdict between HTTP/3 and HTTP/2 at this n" in none and "crosses \u00b110 %" in none
 
