@@ -74,10 +74,11 @@ Deviations from linkem (everything else has the same meaning):
   * Reconfiguration deletes the qdiscs first: packets queued or in flight are dropped and the Gilbert-Elliott
     chain restarts in the good state (linkem keeps both).
   * Scope. The prio root sends IPv4 packets (the filter) through netem and everything else (ARP, the interfaces'
-    own IPv6) past it, unshaped, as linkem, an IP-only TUN, never sees them: a lost ARP reply stalled a run by
-    a second, and netem's counters held drops the run's captures could not show (the VM's explain test: 35
-    counted, 34 in the captures). IPv4 packets the router sends itself (ICMP) are still shaped; linkem shapes
-    only forwarded packets, classified by destination prefix.
+    own IPv6) past it, unshaped, as linkem, an IP-only TUN, never sees them. With netem as the root, a dropped
+    ARP frame was a drop in netem's counters that neither of the run's captures holds (the likeliest cause of
+    the VM's explain test once counting 35 drops against the captures' 34; tests/data/tc/prio-loss3.json: 25
+    ARP frames past netem). IPv4 packets the router sends itself (ICMP) are still shaped; linkem shapes only
+    forwarded packets, classified by destination prefix.
   * netem's own `limit` must never be what drops (queue limits belong to tbf). It is sized as
     2 x rate x (delay + 4 x jitter) / (8 x 500 bytes) packets for the delay line (2x for slow-start overshoot,
     500 bytes as a conservative average size; rate = the peak rate, or 10 Gbit/s, about what the router's
