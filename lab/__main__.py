@@ -10,6 +10,7 @@ import sys
 def run() -> None:
     from lab import signals  # (the standard library only: quick)
 
+    signals.watch_interrupts()
     try:
         from lab.cli import main
     except BaseException as e:  # only a Ctrl-C (or an error it caused) is handled; the rest is raised again
@@ -23,7 +24,13 @@ def run() -> None:
     except SystemExit as e:
         if e.code == 130:  # cli.main has said "interrupted" (and how to resume)
             signals.exit_after_interrupt()
+        signals.ignore_further_interrupts()  # the command has ended: its exit's clean-up is not cut short
+        if signals.interrupted() and (e.code is None or isinstance(e.code, int)):
+            signals.exit_after_interrupt(e.code or 0)  # a Ctrl-C was swallowed on the way: the status stays this
         raise
+    signals.ignore_further_interrupts()
+    if signals.interrupted():  # a Ctrl-C that something swallowed (the command still ended normally): exit 0,
+        signals.exit_after_interrupt(0)  # never -2 (signals.exit_after_interrupt)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,10 @@ cleanly; a record being written is never cut in half; an exit after Ctrl-C stays
 - `terminate_as_interrupt`: SIGTERM raises KeyboardInterrupt like Ctrl-C (parallel labs' workers and coordinator);
 - `ignore_further_interrupts`: once the process is exiting with 130, a second Ctrl-C cannot turn it into -2;
 - `exit_after_interrupt`: the one way a process ends after Ctrl-C (exit status 130, never -2);
+- `watch_interrupts` / `interrupted`: whether a stop signal raised KeyboardInterrupt anywhere in this process, even
+  one that something then swallowed (the entry point then ends through `exit_after_interrupt` with the command's
+  own status: CPython 3.11 would otherwise end a process by SIGINT, exit status -2, after a Ctrl-C that passed
+  through exec() of a string, however the command ended);
 - `caused_by_interrupt`: whether an exception is a Ctrl-C, or wraps one (Python 3.11 wraps a Ctrl-C that lands in a
   class body's `__set_name__` in a RuntimeError)."""
 
@@ -27,6 +31,38 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+_interrupted = False  # a stop signal has raised KeyboardInterrupt (or been held to raise it) in this process
+
+
+def _interrupt() -> NoReturn:
+    """What every stop-signal handler here does: note it, then raise KeyboardInterrupt as Python's own handler."""
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
+def _sigint(_signum: int, _frame: object) -> None:
+    _interrupt()
+
+
+def watch_interrupts() -> None:
+    """The entry point's first step: Ctrl-C raises KeyboardInterrupt as before, and is noted (`interrupted`). Not
+    where SIGINT is ignored (nohup) or handled by someone else."""
+    if _main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _sigint)
+
+
+def interrupted() -> bool:
+    """Whether a stop signal raised KeyboardInterrupt in this process (see `watch_interrupts`)."""
+    return _interrupted
+
+
+def _held(caught: list[int], signum: int) -> None:
+    global _interrupted
+    _interrupted = True
+    caught.append(signum)
+
+
 @contextlib.contextmanager
 def held_signals() -> Iterator[list[int]]:
     """Hold Ctrl-C (SIGINT, unless ignored) and SIGTERM until the block is done; yields the list of those that
@@ -38,7 +74,7 @@ def held_signals() -> Iterator[list[int]]:
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig, handler in previous.items():
         if handler is not signal.SIG_IGN:
-            signal.signal(sig, lambda signum, _frame: caught.append(signum))
+            signal.signal(sig, lambda signum, _frame: _held(caught, signum))
     try:
         yield caught
     finally:
@@ -67,7 +103,7 @@ class Stops:
 
     def _handler(self, _signum: int, _frame: object) -> None:
         self.count += 1
-        raise KeyboardInterrupt
+        _interrupt()
 
     def __enter__(self) -> Stops:
         if _main_thread():
@@ -84,7 +120,7 @@ class Stops:
 
 
 def _raise_interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
+    _interrupt()
 
 
 def terminate_as_interrupt() -> None:

@@ -183,10 +183,25 @@ run()
 """
 
 
-def _entry_point(tmp_path: Path, setup: str) -> subprocess.CompletedProcess[str]:
+_A_SWALLOWED_CTRL_C = """
+import sys
+import lab.cli
+def main():
+    try:  # a real Ctrl-C landing in exec() of a string, and swallowed there (as something on the way might)
+        exec("import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nfor _ in range(100000): pass\\n")
+    except KeyboardInterrupt:
+        pass
+    {setup}
+lab.cli.main = main
+from lab.__main__ import run
+run()
+"""
+
+
+def _entry_point(tmp_path: Path, setup: str, probe: str = _AFTER_A_CTRL_C_IN_EXEC) -> subprocess.CompletedProcess[str]:
     """The entry point run as `python -m` (as the lab tests and `uv run python -m lab` do: only then does CPython
     turn its mark into an exit by SIGINT; a script's sys.exit exits at once)."""
-    (tmp_path / "entry_probe.py").write_text(_AFTER_A_CTRL_C_IN_EXEC.format(setup=setup))
+    (tmp_path / "entry_probe.py").write_text(probe.format(setup=setup))
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)])}
     return subprocess.run([sys.executable, "-m", "entry_probe"], capture_output=True, text=True, timeout=60,
@@ -199,6 +214,15 @@ def test_the_entry_point_exits_130_after_a_ctrl_c_that_passed_through_exec(tmp_p
     imported. The entry point's interrupted exit must still be 130."""
     done = _entry_point(tmp_path, "import lab.cli\nlab.cli.main = lambda: sys.exit(130)")
     assert done.returncode == 130, (done.returncode, done.stderr)
+
+
+@pytest.mark.parametrize(("end", "status"), [("pass", 0), ("sys.exit(2)", 2)])
+def test_a_command_that_ends_after_a_swallowed_ctrl_c_keeps_its_own_status(tmp_path, end, status):
+    """The CI's ten-interrupts lab test (2026-11-28) got -2, with no line, from a resumed sweep whose last Ctrl-C
+    landed as it finished: the Ctrl-C went through exec() and was swallowed, the command ended normally, and
+    CPython then ended the process by SIGINT. The entry point ends it with the command's own status."""
+    done = _entry_point(tmp_path, end, _A_SWALLOWED_CTRL_C)
+    assert done.returncode == status, (done.returncode, done.stderr)
 
 
 def test_a_ctrl_c_wrapped_by_an_import_error_exits_130_with_one_line(tmp_path):
