@@ -19,18 +19,18 @@ def run() -> None:
         signals.ignore_further_interrupts()  # a second Ctrl-C while exiting: still 130, see cli.main
         sys.stderr.write("error: interrupted\n")
         signals.exit_after_interrupt()
+    code: str | int | None = 0
     try:
         main()
     except SystemExit as e:
         if e.code == 130:  # cli.main has said "interrupted" (and how to resume)
             signals.exit_after_interrupt()
-        signals.ignore_further_interrupts()  # the command has ended: its exit's clean-up is not cut short
-        if signals.interrupted() and (e.code is None or isinstance(e.code, int)):
-            signals.exit_after_interrupt(e.code or 0)  # a Ctrl-C was swallowed on the way: the status stays this
-        raise
-    signals.ignore_further_interrupts()
-    if signals.interrupted():  # a Ctrl-C that something swallowed (the command still ended normally): exit 0,
-        signals.exit_after_interrupt(0)  # never -2 (signals.exit_after_interrupt)
+        code = e.code
+    signals.ignore_further_interrupts()  # the command has ended: its exit's clean-up is not cut short
+    if signals.interrupted() and not isinstance(code, str):  # a Ctrl-C that something swallowed on the way: the
+        signals.exit_after_interrupt(code or 0)  # command's own status, never -2 (signals.exit_after_interrupt)
+    if code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

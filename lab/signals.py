@@ -34,33 +34,27 @@ def _main_thread() -> bool:
 _interrupted = False  # a stop signal has raised KeyboardInterrupt (or been held to raise it) in this process
 
 
-def _interrupt() -> NoReturn:
-    """What every stop-signal handler here does: note it, then raise KeyboardInterrupt as Python's own handler."""
+def _note() -> None:
     global _interrupted
     _interrupted = True
+
+
+def _interrupt() -> NoReturn:
+    """What every stop-signal handler here does: note it, then raise KeyboardInterrupt as Python's own handler."""
+    _note()
     raise KeyboardInterrupt
-
-
-def _sigint(_signum: int, _frame: object) -> None:
-    _interrupt()
 
 
 def watch_interrupts() -> None:
     """The entry point's first step: Ctrl-C raises KeyboardInterrupt as before, and is noted (`interrupted`). Not
     where SIGINT is ignored (nohup) or handled by someone else."""
     if _main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, _sigint)
+        signal.signal(signal.SIGINT, _raise_interrupt)
 
 
 def interrupted() -> bool:
     """Whether a stop signal raised KeyboardInterrupt in this process (see `watch_interrupts`)."""
     return _interrupted
-
-
-def _held(caught: list[int], signum: int) -> None:
-    global _interrupted
-    _interrupted = True
-    caught.append(signum)
 
 
 @contextlib.contextmanager
@@ -72,9 +66,13 @@ def held_signals() -> Iterator[list[int]]:
         yield caught
         return
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    def hold(signum: int, _frame: object) -> None:
+        _note()
+        caught.append(signum)
+
     for sig, handler in previous.items():
         if handler is not signal.SIG_IGN:
-            signal.signal(sig, lambda signum, _frame: _held(caught, signum))
+            signal.signal(sig, hold)
     try:
         yield caught
     finally:
